@@ -1,0 +1,26 @@
+# circuitloc: how concentrated are the attention-head circuits of language models?
+# Stages: models -> datasets -> scores -> curves -> tables / figures (see README).
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/models.smk"
+include: "rules/datasets.smk"
+include: "rules/scores.smk"
+include: "rules/curves.smk"
+include: "rules/tables.smk"
+include: "rules/figures.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    default_target: True

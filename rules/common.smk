@@ -1,0 +1,61 @@
+import copy
+import json
+
+
+MODELS = list(config["models"])
+TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
+ABLATIONS = list(config.get("ablations", ["zero"]))
+
+
+def dataset_tasks():
+    extra = ["facts_shared"] if "facts" in TASKS else []
+    return TASKS + extra
+
+
+wildcard_constraints:
+    model="|".join(MODELS),
+    task="ioi|induction|facts|facts_shared",
+    ablation="[a-z]+(-query|-kv)?",
+
+
+def model_spec(model):
+    return config["models"][model]
+
+
+def task_config(task, model):
+    """The task's global settings with the model's own overrides on top."""
+    base = "facts" if task.startswith("facts") else task
+    cfg = copy.deepcopy(config["tasks"][base])
+    cfg.update(model_spec(model).get("tasks", {}).get(base, {}))
+    return cfg
+
+
+def curve_config(task, model):
+    cfg = copy.deepcopy(config["curves"])
+    cfg.update(model_spec(model).get("curves", {}))
+    cfg["n_curve"] = task_config(task, model).get("n_curve")
+    return cfg
+
+
+def family_members(model):
+    fam = model_spec(model).get("family", model)
+    return [m for m in MODELS if model_spec(m).get("family", m) == fam]
+
+
+def card(model):
+    return f"results/models/{model}/card.json"
+
+
+def gb_for(model):
+    """Memory from the model size: fp32 weights plus activations and a margin (GB)."""
+    return int(config.get("resources", {}).get("mem_gb", {}).get(model, 4))
+
+
+def all_outputs():
+    out = [card(m) for m in MODELS]
+    for task in dataset_tasks():
+        for abl in ABLATIONS:
+            out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
+                    f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
+    out += [f"results/figures/scale_{abl}.png" for abl in ABLATIONS]
+    return out

@@ -1,0 +1,17 @@
+rule curves:
+    input:
+        card="results/models/{model}/card.json",
+        data="results/data/{task}/{model}.parquet",
+        scores="results/scores/{task}/{model}/{ablation}.parquet",
+    output:
+        curve="results/curves/{task}/{model}/{ablation}.parquet",
+        control="results/curves/{task}/{model}/{ablation}.control.parquet",
+    params:
+        cfg=lambda wc: curve_config(wc.task, wc.model),
+        seed=config["seed"],
+        batch_tokens=config["max_batch_tokens"],
+    log:
+        "results/logs/curves/{task}/{model}/{ablation}.log",
+    threads: 1
+    script:
+        "../workflow/scripts/curve.py"

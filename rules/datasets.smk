@@ -1,0 +1,34 @@
+rule dataset:
+    input:
+        card="results/models/{model}/card.json",
+    output:
+        data="results/data/{task}/{model}.parquet",
+        filter="results/data/{task}/{model}.filter.json",
+    wildcard_constraints:
+        task="ioi|induction|facts",
+    params:
+        cfg=lambda wc: task_config(wc.task, wc.model),
+        seed=config["seed"],
+        batch_tokens=config["max_batch_tokens"],
+    log:
+        "results/logs/data/{task}/{model}.log",
+    threads: 1
+    script:
+        "../workflow/scripts/build_dataset.py"
+
+
+rule dataset_shared_facts:
+    input:
+        members=lambda wc: [f"results/data/facts/{m}.parquet" for m in family_members(wc.model)],
+    output:
+        data="results/data/facts_shared/{model}.parquet",
+        filter="results/data/facts_shared/{model}.filter.json",
+    params:
+        members=lambda wc: family_members(wc.model),
+        n_score=lambda wc: task_config("facts", wc.model)["n_score"],
+        seed=config["seed"],
+    log:
+        "results/logs/data/facts_shared/{model}.log",
+    threads: 1
+    script:
+        "../workflow/scripts/build_shared_facts.py"

@@ -1,0 +1,42 @@
+rule figure_heatmap:
+    input:
+        scores=per_model("results/scores/{task}/{model}/{ablation}.parquet"),
+    output:
+        png="results/figures/fig1_heatmap_{task}_{ablation}.png",
+        pdf="results/figures/fig1_heatmap_{task}_{ablation}.pdf",
+    params:
+        models=MODELS,
+    log:
+        "results/logs/figures/fig1_{task}_{ablation}.log",
+    script:
+        "../workflow/scripts/fig_heatmap.py"
+
+
+rule figure_curves:
+    input:
+        cards=[card(m) for m in MODELS],
+        curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
+    output:
+        png="results/figures/fig2_curves_{task}_{ablation}.png",
+        pdf="results/figures/fig2_curves_{task}_{ablation}.pdf",
+    params:
+        threshold=config["curves"]["threshold"],
+        models=MODELS,
+    log:
+        "results/logs/figures/fig2_{task}_{ablation}.log",
+    script:
+        "../workflow/scripts/fig_curves.py"
+
+
+rule figure_scale:
+    input:
+        tables=lambda wc: [f"results/tables/table1_{t}_{wc.ablation}.csv" for t in dataset_tasks()],
+    output:
+        png="results/figures/scale_{ablation}.png",
+        pdf="results/figures/scale_{ablation}.pdf",
+    params:
+        tasks=dataset_tasks(),
+    log:
+        "results/logs/figures/scale_{ablation}.log",
+    script:
+        "../workflow/scripts/fig_scale.py"

@@ -1,0 +1,13 @@
+rule model:
+    output:
+        card="results/models/{model}/card.json",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+        weights=lambda wc: f"results/models/{wc.model}/weights",
+    log:
+        "results/logs/models/{model}.log",
+    threads: 1
+    resources:
+        mem_mb=lambda wc: 1024 * gb_for(wc.model),
+    script:
+        "../workflow/scripts/build_model.py"

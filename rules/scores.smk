@@ -1,0 +1,13 @@
+rule scores:
+    input:
+        card="results/models/{model}/card.json",
+        data="results/data/{task}/{model}.parquet",
+    output:
+        "results/scores/{task}/{model}/{ablation}.parquet",
+    params:
+        batch_tokens=config["max_batch_tokens"],
+    log:
+        "results/logs/scores/{task}/{model}/{ablation}.log",
+    threads: 1
+    script:
+        "../workflow/scripts/score.py"

@@ -1,0 +1,54 @@
+"""One way to open every model: a TransformerBridge on raw weights (no folding) and its tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from ..errors import ModelSourceError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_hf(name: str, repo: str) -> str:
+    """A local directory as is; a hub id through the local cache (never a silent download offline)."""
+    if os.path.sep in repo or repo.startswith("."):
+        if not Path(repo).is_dir():
+            raise ModelSourceError(f"model {name!r}: local directory {repo} does not exist")
+        if not (Path(repo) / "config.json").exists():
+            raise ModelSourceError(f"model {name!r}: {repo} has no config.json (not a Hugging Face model directory)")
+        return repo
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE, HF_HUB_OFFLINE
+
+    try:
+        return snapshot_download(repo, local_files_only=HF_HUB_OFFLINE,
+                                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"])
+    except Exception as e:  # noqa: BLE001 - any failure here means the same thing to the user
+        where = f"the Hugging Face cache {HF_HUB_CACHE}"
+        hint = ("pre-download it on a machine with internet: `huggingface-cli download "
+                f"{repo}` with the same HF_HOME" if HF_HUB_OFFLINE else "check the id and your network")
+        raise ModelSourceError(f"model {name!r}: {repo} not found in {where} "
+                               f"(HF_HUB_OFFLINE={int(HF_HUB_OFFLINE)}); {hint}. ({type(e).__name__}: {e})") from e
+
+
+def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
+    return model.to(device).eval(), tokenizer
+
+
+def load(card: dict, device: str = "cpu"):
+    """(bridge, tokenizer) for a card. The bridge wraps the Hugging Face model in place, so
+    `bridge.original_model` is the same weights for the fast scan engine."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    model, tokenizer = load_hf(card["path"], card.get("dtype", "float32"), device)
+    bridge = TransformerBridge.boot_transformers(card["path"], hf_model=model, tokenizer=tokenizer,
+                                                 dtype=DTYPES[card.get("dtype", "float32")], device=device)
+    bridge.eval()
+    return bridge, tokenizer

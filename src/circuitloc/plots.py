@@ -1,0 +1,83 @@
+"""Figures for a paper: shared colour scales, one panel per model, the 80% line drawn."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+
+def _grid(df: pd.DataFrame, value: str) -> pd.DataFrame:
+    return df.pivot(index="layer", columns="head", values=value).sort_index()
+
+
+def heatmaps(scores: dict, value: str = "drop", title: str = "", cbar_label: str | None = None,
+             rows: list[tuple[str, str]] | None = None):
+    """Layer x head maps of single-unit values, one column per model; each row shares a scale."""
+    rows = rows or [(value, cbar_label or value)]
+    models = list(scores)
+    fig, axes = plt.subplots(len(rows), len(models), figsize=(3.2 * len(models) + 1, 3.4 * len(rows)),
+                             squeeze=False)
+    for r, (val, label) in enumerate(rows):
+        vmax = max(float(np.nanmax(np.abs(s[val]))) for s in scores.values()) or 1.0
+        diverging = any(float(np.nanmin(s[val])) < 0 for s in scores.values())
+        for c, m in enumerate(models):
+            ax = axes[r, c]
+            sns.heatmap(_grid(scores[m], val), ax=ax, cmap="RdBu_r" if diverging else "viridis",
+                        vmin=-vmax if diverging else 0, vmax=vmax, cbar=c == len(models) - 1,
+                        cbar_kws={"label": label})
+            ax.set_title(m if r == 0 else "")
+            ax.set_xlabel("head")
+            ax.set_ylabel("layer" if c == 0 else "")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float = 0.8, title: str = ""):
+    """Damage vs units ablated, one line per model, one panel per attention type."""
+    kinds = sorted({cards[m]["attention"] for m in curves})
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4), squeeze=False, sharey=True)
+    for ax, kind in zip(axes[0], kinds):
+        for m, c in curves.items():
+            if cards[m]["attention"] != kind:
+                continue
+            cm = c[c["method"] == method].sort_values("step")
+            ax.plot(np.r_[0, cm["step"]], np.r_[0, cm["damage"]], marker="o", ms=3, label=m)
+        ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"{int(threshold * 100)}% damage")
+        ax.set_title(kind.upper())
+        ax.set_xlabel("units ablated")
+        ax.legend(fontsize=8)
+    axes[0, 0].set_ylabel("damage (1 = task gone)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def scale(table1s: dict):
+    """Top head score and heads-to-80% against parameter count, one line per family, a column per task."""
+    tasks = list(table1s)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 7), squeeze=False)
+    for c, task in enumerate(tasks):
+        t = table1s[task]
+        for family, g in t.groupby("family"):
+            g = g.sort_values("n_params")
+            axes[0, c].plot(g["n_params"], g["top_head_pct"], marker="o", label=family)
+            h = pd.to_numeric(g["heads_to_80"], errors="coerce")
+            axes[1, c].plot(g["n_params"], h, marker="o", label=family)
+            for x, raw in zip(g["n_params"], g["heads_to_80"]):
+                if str(raw).startswith(">"):
+                    axes[1, c].annotate(str(raw), (x, 0), fontsize=7)
+        axes[0, c].set_title(task)
+        for r in range(2):
+            axes[r, c].set_xscale("log")
+            axes[r, c].set_xlabel("parameters")
+        axes[0, c].set_ylabel("top head score (% of clean)")
+        axes[1, c].set_ylabel("heads to 80% damage")
+        axes[0, c].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,198 @@
+"""The exact ablation engine.
+
+Ablating a head in layer l cannot change the residual stream before layer l, so the clean
+residual is cached once and each ablated run resumes at its first ablated layer. Several ablation
+sets run in one forward pass as stacked copies of the batch, and logits are computed only at each
+prompt's last real position. Every number equals the naive one-hook-per-forward loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+Metric = Callable[[torch.Tensor, dict], torch.Tensor]
+Ablation = dict  # {layer: [query heads]}
+
+
+@dataclass
+class Prompts:
+    input_ids: torch.Tensor  # [N, T], right-padded
+    last_pos: torch.Tensor  # [N]
+    fields: dict = field(default_factory=dict)  # per-prompt tensors the metrics read (io_id, b_id, ...)
+
+    def __len__(self):
+        return self.input_ids.shape[0]
+
+    def slice(self, sl: slice) -> "Prompts":
+        ids = self.input_ids[sl]
+        width = int(self.last_pos[sl].max()) + 1
+        return Prompts(ids[:, :width], self.last_pos[sl], {k: v[sl] for k, v in self.fields.items()})
+
+
+class _Skip(nn.Module):
+    """Stands in for a layer whose output is already in the cached residual."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return hidden_states
+
+
+def _out_proj(layer: nn.Module) -> nn.Module:
+    for path in ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense"):
+        mod = layer
+        try:
+            for part in path.split("."):
+                mod = getattr(mod, part)
+            return mod
+        except AttributeError:
+            continue
+    raise NotImplementedError(f"no attention output projection found in {type(layer).__name__}")
+
+
+class Scanner:
+    """Runs ablation sets on a fixed prompt set and returns per-prompt metric values."""
+
+    def __init__(self, hf_model, n_heads: int, d_head: int, max_batch_tokens: int = 4096,
+                 replacement: dict | None = None, prefix_reuse: bool = True):
+        self.model = hf_model
+        self.base = hf_model.base_model
+        self.unembed = hf_model.get_output_embeddings()
+        self.layers = self.base.layers if hasattr(self.base, "layers") else self.base.h
+        self.n_heads, self.d_head = n_heads, d_head
+        self.max_batch_tokens = max_batch_tokens
+        self.replacement = replacement or {}  # layer -> tensor broadcastable to [N, T, H, Dh]; zero if absent
+        self.prefix_reuse = prefix_reuse
+        self.forward_passes = 0.0  # in units of one full forward over the prompt set
+
+    # -- plumbing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _skipping(self, start: int):
+        saved = [self.layers[i] for i in range(start)]
+        try:
+            for i in range(start):
+                self.layers[i] = _Skip()
+            yield
+        finally:
+            for i, mod in enumerate(saved):
+                self.layers[i] = mod
+
+    @contextlib.contextmanager
+    def _ablating(self, keep: dict, copies: int, rows: slice):
+        """keep[layer]: [copies, H] with 0 where a head is ablated in that copy."""
+        handles = []
+        for layer, mask in keep.items():
+            repl = self.replacement.get(layer)
+
+            def hook(mod, args, mask=mask, repl=repl):
+                x = args[0]
+                b, t, _ = x.shape
+                z = x.view(copies, b // copies, t, self.n_heads, self.d_head)
+                m = mask.to(z.dtype)[:, None, None, :, None]
+                z = z * m
+                if repl is not None:
+                    r = repl[rows, :t] if repl.dim() == 4 else repl
+                    z = z + (1 - m) * r.to(z.dtype)
+                return (z.reshape(b, t, -1),) + tuple(args[1:])
+
+            handles.append(_out_proj(self.layers[layer]).register_forward_pre_hook(hook))
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _body(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
+        hidden = self.base(inputs_embeds=embeds, use_cache=False).last_hidden_state
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        return self.unembed(hidden[rows, last_pos])
+
+    @torch.no_grad()
+    def residuals(self, prompts: Prompts) -> list[torch.Tensor]:
+        """Input to every layer (index L is unused); index 0 is the embedding output."""
+        cache: dict[int, torch.Tensor] = {}
+        handles = [layer.register_forward_pre_hook(
+            lambda mod, args, kwargs, i=i: cache.__setitem__(i, (args[0] if args else kwargs["hidden_states"]).detach()),
+            with_kwargs=True) for i, layer in enumerate(self.layers)]
+        try:
+            dev = self.unembed.weight.device
+            embeds = self.model.get_input_embeddings()(prompts.input_ids.to(dev))
+            self.base(inputs_embeds=embeds, use_cache=False)
+        finally:
+            for h in handles:
+                h.remove()
+        return [cache[i] for i in range(len(self.layers))]
+
+    def _chunks(self, ablations, copies_max, n_layers):
+        """Sets that resume at the same layer share a pass; no set pays for an earlier start."""
+        by_start: dict[int, list[int]] = {}
+        for i, s in enumerate(ablations):
+            by_start.setdefault(min(s, default=n_layers) if self.prefix_reuse else 0, []).append(i)
+        for start in sorted(by_start):
+            group = by_start[start]
+            for c0 in range(0, len(group), copies_max):
+                yield group[c0 : c0 + copies_max]
+
+    # -- public ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def run(self, prompts: Prompts, ablations: list[Ablation], metrics: dict[str, Metric],
+            progress: Callable[[int], None] | None = None) -> dict[str, torch.Tensor]:
+        """Per-prompt metric values for each ablation set: {name: [len(ablations), N]}.
+        An empty set {} is the clean run."""
+        n, width = prompts.input_ids.shape
+        out = {k: torch.empty(len(ablations), n) for k in metrics}
+        per_chunk = max(1, self.max_batch_tokens // max(width, 1))
+        n_layers = len(self.layers)
+        for p0 in range(0, n, per_chunk):
+            rows = slice(p0, min(n, p0 + per_chunk))
+            sub = prompts.slice(rows)
+            resid = self.residuals(sub)
+            self.forward_passes += (rows.stop - rows.start) / n
+            copies_max = max(1, self.max_batch_tokens // (sub.input_ids.numel()))
+            for idx in self._chunks(ablations, copies_max, n_layers):
+                sets = [ablations[i] for i in idx]
+                start = min((min(s, default=n_layers) for s in sets), default=n_layers)
+                start = min(start, n_layers - 1) if self.prefix_reuse else 0
+                copies = len(sets)
+                keep = {}
+                for j, s in enumerate(sets):
+                    for layer, heads in s.items():
+                        mask = keep.setdefault(layer, torch.ones(copies, self.n_heads))
+                        mask[j, list(heads)] = 0
+                embeds = resid[start].repeat(copies, 1, 1)
+                last = sub.last_pos.to(embeds.device).repeat(copies)
+                fields = {k: v.to(embeds.device).repeat(copies) for k, v in sub.fields.items()}
+                with self._skipping(start), self._ablating(keep, copies, rows):
+                    logits = self._body(embeds, last)
+                self.forward_passes += copies * (n_layers - start) / n_layers * (rows.stop - rows.start) / n
+                for name, fn in metrics.items():
+                    vals = fn(logits, fields).float().cpu().view(copies, -1)
+                    out[name][idx, rows] = vals
+                if progress:
+                    progress(copies)
+        return out
+
+
+def naive_run(bridge, prompts: Prompts, ablations: list[Ablation], metric: Metric,
+              replacement: dict | None = None) -> torch.Tensor:
+    """The reference: one full TransformerLens forward per ablation set, hooks on hook_z."""
+    replacement = replacement or {}
+    results = []
+    ids = prompts.input_ids
+    rows = torch.arange(ids.shape[0])
+    with torch.no_grad():
+        for s in ablations:
+            hooks = []
+            for layer, heads in s.items():
+                def fn(z, hook, heads=list(heads), layer=layer):
+                    z = z.clone()
+                    r = replacement.get(layer)
+                    z[:, :, heads] = 0 if r is None else (r[:, : z.shape[1]] if r.dim() == 4 else r).to(z.dtype)[..., heads, :]
+                    return z
+                hooks.append((f"blocks.{layer}.attn.hook_z", fn))
+            logits = bridge.run_with_hooks(ids, fwd_hooks=hooks)
+            results.append(metric(logits[rows, prompts.last_pos], prompts.fields).float())
+    return torch.stack(results)

@@ -1,0 +1,71 @@
+"""Table 1 (localization) and Table 2 (necessity check) for any task, from scores and curves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import metrics as M
+from .tasks.registry import task_of
+
+
+def _unit_label(row) -> str:
+    return f"{int(row['layer'])}.{int(row['head'])}"
+
+
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pd.DataFrame:
+    t = task_of(task)
+    rows = []
+    for model, card in cards.items():
+        s, c = scores[model], curves[model]
+        top = s.loc[s["drop"].idxmax()]
+        clean_score = float(s[f"{t.metric_name}_clean"].iloc[0])
+        row = {"model": model, "family": card["family"], "attention": card["attention"],
+               "n_params": int(card["n_params"]), "n_units": int(len(s)),
+               f"baseline_{t.metric_name}": float(c["clean"].iloc[0]), "curve_prompts": int(c["n_prompts"].iloc[0]),
+               "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
+               "top_head_pct": 100 * float(top["drop"]) / clean_score if clean_score else np.nan,
+               "top_head_damage": float(top["damage"])}
+        for method in ("ranked", "greedy"):
+            cm = c[c["method"] == method].sort_values("step")
+            if len(cm) == 0:
+                continue
+            h = M.heads_to_threshold(cm["damage"].to_numpy(), threshold)
+            suffix = "" if method == "ranked" else "_greedy"
+            row[f"heads_to_80{suffix}"] = M.format_heads_to(h, len(cm))
+            row[f"heads_to_80{suffix}_frac"] = h / len(s) if h is not None else np.nan
+        row.update(M.concentration(s["drop"].to_numpy()))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table2(task: str, cards: dict, curves: dict, controls: dict) -> pd.DataFrame:
+    t = task_of(task)
+    rows = []
+    for model, card in cards.items():
+        c = curves[model]
+        first = c[(c["method"] == "ranked") & (c["step"] == 1)].iloc[0]
+        clean = float(first["clean"])
+        ablated = float(first[t.metric_name])
+        d = float(M.drop(clean, ablated, t.higher_is_better))
+        ctrl = controls[model]
+        ctrl_pct = 100 * ctrl["drop"].to_numpy() / abs(clean) if clean else np.full(len(ctrl), np.nan)
+        rows.append({
+            "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
+            "top_head": f"{int(first['layer'])}.{int(first['head'])}",
+            f"{t.metric_name}_top_ablated": ablated,
+            "drop_pct": 100 * d / abs(clean) if clean else np.nan,
+            "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" else None,
+            "control_draws": int(len(ctrl)),
+            "control_drop_pct_mean": float(np.mean(ctrl_pct)),
+            "control_drop_pct_max": float(np.max(ctrl_pct)),
+        })
+    return pd.DataFrame(rows)
+
+
+def to_markdown(df: pd.DataFrame, title: str) -> str:
+    fmt = df.copy()
+    for col in fmt.columns:
+        if fmt[col].dtype.kind == "f":
+            fmt[col] = fmt[col].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+    return f"### {title}\n\n" + fmt.to_markdown(index=False) + "\n"

@@ -1,0 +1,1 @@
+"""Tasks: a dataset builder plus a metric read off last-position logits."""

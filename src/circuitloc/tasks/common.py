@@ -1,0 +1,40 @@
+"""Tokenisation shared by every task: BOS convention, single-token answers, right padding."""
+
+from __future__ import annotations
+
+import torch
+
+
+def encode(tokenizer, text: str, prepend_bos: bool) -> list[int]:
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if prepend_bos:
+        if tokenizer.bos_token_id is None:
+            raise ValueError("prepend_bos is set but the tokenizer has no BOS token")
+        ids = [tokenizer.bos_token_id] + ids
+    return ids
+
+
+def single_token(tokenizer, word: str) -> int | None:
+    """The id of ' word' if it is exactly one token in this tokenizer, else None."""
+    ids = tokenizer(" " + word.strip(), add_special_tokens=False)["input_ids"]
+    if len(ids) != 1 or ids[0] == tokenizer.unk_token_id:
+        return None
+    return int(ids[0])
+
+
+def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right padding keeps every real token at its own position under a causal mask, so no
+    attention mask is needed; the metric reads each row at `last_pos`."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
+    return ids, last
+
+
+def pad_id(tokenizer) -> int:
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id, 0):
+        if tid is not None:
+            return int(tid)
+    return 0

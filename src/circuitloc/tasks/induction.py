@@ -1,0 +1,54 @@
+"""Induction: [prefix][A][B][suffix][A] -> B, on random ordinary tokens of the model's own vocabulary."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..errors import DatasetError
+
+_SPACED = re.compile(r" [a-z]{3,10}")
+_BARE = re.compile(r"[a-z]{3,10}")
+
+
+def candidate_tokens(tokenizer, min_count: int = 200) -> list[int]:
+    """Lowercase word tokens that carry their own leading space, so that neighbours cannot merge
+    with them; word-level tokenizers (no leading spaces) fall back to bare lowercase words."""
+    special = set(tokenizer.all_special_ids)
+    vocab = sorted(set(tokenizer.get_vocab().values()) - special)
+    decoded = {i: tokenizer.decode([i]) for i in vocab}
+    spaced = [i for i, s in decoded.items() if _SPACED.fullmatch(s)]
+    if len(spaced) >= min_count:
+        return spaced
+    bare = [i for i, s in decoded.items() if _BARE.fullmatch(s)]
+    if len(bare) < min_count:
+        raise DatasetError(f"only {len(bare)} ordinary word tokens in this vocabulary (need {min_count})")
+    return bare
+
+
+def sequences(candidates: list[int], n: int, prefix_len, suffix_len, seed: int, bos_id: int | None) -> pd.DataFrame:
+    """Every token in a sequence is distinct except the repeated A; the matched no-repeat sequence
+    replaces the first [A][B] with two fresh tokens and keeps the same target B."""
+    rng = np.random.default_rng(seed)
+    cand = np.asarray(candidates)
+    rows = []
+    for i in range(n):
+        p = int(rng.integers(prefix_len[0], prefix_len[1] + 1))
+        s = int(rng.integers(suffix_len[0], suffix_len[1] + 1))
+        toks = [int(t) for t in rng.choice(cand, size=p + s + 4, replace=False)]
+        prefix, (a, b, x, y), suffix = toks[:p], toks[p : p + 4], toks[p + 4 :]
+        head = [bos_id] if bos_id is not None else []
+        seq = head + prefix + [a, b] + suffix + [a]
+        norep = head + prefix + [x, y] + suffix + [a]
+        rows.append({"input_ids": seq, "norep_ids": norep, "a_id": a, "b_id": b,
+                     "b_pos": len(head) + p + 1, "prefix_len": p, "suffix_len": s})
+    return pd.DataFrame(rows)
+
+
+def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    """Per-sequence ICL loss: cross-entropy of B at the last position (lower is better)."""
+    logp = torch.log_softmax(last_logits.float(), dim=-1)
+    return -logp[torch.arange(logp.shape[0]), batch["b_id"]]

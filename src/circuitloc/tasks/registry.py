@@ -1,0 +1,45 @@
+"""A task is a dataset plus a metric: what the engine needs to score it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from ..scan import Prompts
+from . import facts, induction, ioi
+from .common import pad_right
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    metric_name: str
+    metric: Callable
+    higher_is_better: bool
+    fields: tuple
+    extra: dict = field(default_factory=dict)
+
+
+TASKS = {
+    "ioi": Task("ioi", "ld", ioi.metric, True, ("io_id", "s_id")),
+    "induction": Task("induction", "icl_loss", induction.metric, False, ("b_id",)),
+    "facts": Task("facts", "accuracy", facts.metric, True, ("answer_id",), {"logprob": facts.logprob}),
+}
+
+
+def task_of(name: str) -> Task:
+    """facts_shared is the facts task on a different row set."""
+    return TASKS["facts" if name.startswith("facts") else name]
+
+
+def prompts(df: pd.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
+    ids, last = pad_right([list(x) for x in df[column]], pad)
+    fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
+    return Prompts(ids, last, fields)
+
+
+def metrics(task: Task) -> dict:
+    return {task.metric_name: task.metric, **task.extra}

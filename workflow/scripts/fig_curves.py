@@ -1,0 +1,10 @@
+from circuitloc.pipeline import fig_curves, run, setup
+
+
+def _by_model(files):
+    return dict(zip(snakemake.params.models, files))
+
+
+setup(snakemake.log[0])
+run(fig_curves, snakemake.wildcards.task, snakemake.wildcards.ablation, _by_model(snakemake.input.cards),
+    _by_model(snakemake.input.curves), snakemake.params.threshold, snakemake.output.png, snakemake.output.pdf)

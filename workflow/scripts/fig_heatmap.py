@@ -1,0 +1,10 @@
+from circuitloc.pipeline import fig_heatmap, run, setup
+
+
+def _by_model(files):
+    return dict(zip(snakemake.params.models, files))
+
+
+setup(snakemake.log[0])
+run(fig_heatmap, snakemake.wildcards.task, snakemake.wildcards.ablation, _by_model(snakemake.input.scores),
+    snakemake.output.png, snakemake.output.pdf)

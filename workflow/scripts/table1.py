@@ -1,0 +1,11 @@
+from circuitloc.pipeline import run, setup, write_table1
+
+
+def _by_model(files):
+    return dict(zip(snakemake.params.models, files))
+
+
+setup(snakemake.log[0])
+run(write_table1, snakemake.wildcards.task, snakemake.wildcards.ablation, _by_model(snakemake.input.cards),
+    _by_model(snakemake.input.scores), _by_model(snakemake.input.curves), snakemake.params.threshold,
+    snakemake.output.csv, snakemake.output.md)

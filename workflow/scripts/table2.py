@@ -1,0 +1,10 @@
+from circuitloc.pipeline import run, setup, write_table2
+
+
+def _by_model(files):
+    return dict(zip(snakemake.params.models, files))
+
+
+setup(snakemake.log[0])
+run(write_table2, snakemake.wildcards.task, snakemake.wildcards.ablation, _by_model(snakemake.input.cards),
+    _by_model(snakemake.input.curves), _by_model(snakemake.input.controls), snakemake.output.csv, snakemake.output.md)
