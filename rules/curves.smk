@@ -10,6 +10,7 @@ rule curves:
         cfg=lambda wc: curve_config(wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
+        device=config.get("device", "cpu"),
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
     threads: 1

@@ -10,6 +10,7 @@ rule dataset:
         cfg=lambda wc: task_config(wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
+        device=config.get("device", "cpu"),
     log:
         "results/logs/data/{task}/{model}.log",
     threads: 1

@@ -6,6 +6,7 @@ rule scores:
         "results/scores/{task}/{model}/{ablation}.parquet",
     params:
         batch_tokens=config["max_batch_tokens"],
+        device=config.get("device", "cpu"),
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
     threads: 1

@@ -98,16 +98,18 @@ def _curve_rows(method, order, values, clean, floor, task):
     return rows
 
 
-def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps):
+def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None):
     """Units ablated cumulatively in descending single-unit order."""
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
-    vals = scanner.run(prompts, sets, {task.metric_name: task.metric})[task.metric_name].mean(dim=1).numpy()
+    vals = scanner.run(prompts, sets, {task.metric_name: task.metric}, progress=progress)
+    vals = vals[task.metric_name].mean(dim=1).numpy()
     return _curve_rows("ranked", order, vals, clean, floor, task)
 
 
-def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps):
-    """Each step adds the candidate whose addition does most damage (top-M pool bounds the cost)."""
+def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps, stop_damage=None):
+    """Each step adds the candidate whose addition does most damage (top-M pool bounds the cost);
+    it stops early once the damage reaches stop_damage (1.0: the task is gone)."""
     pool = list(ranked_units[:candidates])
     chosen, vals = [], []
     for _ in range(min(max_steps, len(pool))):
@@ -117,8 +119,10 @@ def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates,
         best = int(np.argmax(d))
         chosen.append(pool.pop(best))
         vals.append(v[best])
-        log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1]["unit"],
-                 M.damage(clean, v[best], floor, task.higher_is_better))
+        dmg = float(M.damage(clean, v[best], floor, task.higher_is_better))
+        log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1]["unit"], dmg)
+        if stop_damage is not None and dmg >= stop_damage:
+            break
     return _curve_rows("greedy", chosen, vals, clean, floor, task)
 
 

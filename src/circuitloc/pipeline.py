@@ -93,10 +93,11 @@ def _stash(store, logits):
     return torch.zeros(logits.shape[0])
 
 
-def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096):
+def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
+                  device="cpu"):
     from .models.load import load
 
-    bridge, tok = load(card)
+    bridge, tok = load(card, device)
     bos = card["prepend_bos"]
     if task_name == "ioi":
         src = cfg.get("source", {}) or {}
@@ -154,14 +155,14 @@ def build_shared_facts(model: str, member_paths: dict, n_score: int, seed: int, 
 class _Job:
     """What a score or curve job holds: model, task, prompts and the ablation's replacement."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows="score"):
+    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows="score", device="cpu"):
         from .models.load import load
         from .scan import Scanner
 
         self.task = task_of(task_name)
         self.card = card
         self.kind, self.unit = A.parse_ablation(ablation)
-        self.bridge, self.tok = load(card)
+        self.bridge, self.tok = load(card, device)
         df = pd.read_parquet(dataset)
         self.df = df[df["score"]].reset_index(drop=True) if rows == "score" else df
         self.pad = pad_id(self.tok)
@@ -196,8 +197,8 @@ def _progress(total, label):
     return tick
 
 
-def score(task_name, card, dataset, ablation, out_parquet, batch_tokens=4096):
-    job = _Job(task_name, card, dataset, ablation, batch_tokens)
+def score(task_name, card, dataset, ablation, out_parquet, batch_tokens=4096, device="cpu"):
+    job = _Job(task_name, card, dataset, ablation, batch_tokens, device=device)
     floor = job.floor()
     label = f"scores {task_name}/{card['name']}/{ablation}"
     df = A.score_units(job.scanner, job.prompts, job.units, job.task, floor,
@@ -229,8 +230,9 @@ def attention_scores(job) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096):
-    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows="all")
+def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
+          device="cpu"):
+    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows="all", device=device)
     n_curve = int(cfg.get("n_curve") or len(job.df))
     job.df = job.df.iloc[:n_curve].reset_index(drop=True)
     job.prompts = to_prompts(job.df, job.task, job.pad)
@@ -238,10 +240,12 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     scores = pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
     by_label = {u["unit"]: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
-    rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor, int(cfg["max_steps"]))
+    steps = min(int(cfg["max_steps"]), len(ranked))
+    rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor, steps,
+                          progress=_progress(steps, f"ranked curve {task_name}/{card['name']}/{ablation}"))
     if "greedy" in cfg.get("methods", ["ranked"]):
         rows += A.greedy_curve(job.scanner, job.prompts, ranked, job.task, clean, floor,
-                               int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]))
+                               int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
     df = pd.DataFrame(rows)
     df["clean"] = clean
     df["floor"] = floor

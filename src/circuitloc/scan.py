@@ -91,11 +91,11 @@ class Scanner:
                 x = args[0]
                 b, t, _ = x.shape
                 z = x.view(copies, b // copies, t, self.n_heads, self.d_head)
-                m = mask.to(z.dtype)[:, None, None, :, None]
+                m = mask.to(z)[:, None, None, :, None]
                 z = z * m
                 if repl is not None:
                     r = repl[rows, :t] if repl.dim() == 4 else repl
-                    z = z + (1 - m) * r.to(z.dtype)
+                    z = z + (1 - m) * r.to(z)
                 return (z.reshape(b, t, -1),) + tuple(args[1:])
 
             handles.append(_out_proj(self.layers[layer]).register_forward_pre_hook(hook))

@@ -3,4 +3,5 @@ from circuitloc.pipeline import run, score, setup
 
 setup(snakemake.log[0], snakemake.threads)
 run(score, snakemake.wildcards.task, read_json(snakemake.input.card), snakemake.input.data,
-    snakemake.wildcards.ablation, snakemake.output[0], snakemake.params.batch_tokens)
+    snakemake.wildcards.ablation, snakemake.output[0], snakemake.params.batch_tokens,
+    snakemake.params.device)

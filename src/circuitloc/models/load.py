@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -14,7 +13,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def resolve_hf(name: str, repo: str) -> str:
     """A local directory as is; a hub id through the local cache (never a silent download offline)."""
-    if os.path.sep in repo or repo.startswith("."):
+    if Path(repo).expanduser().exists() or repo.startswith(("/", ".", "~")) or repo.count("/") != 1:
+        repo = str(Path(repo).expanduser())
         if not Path(repo).is_dir():
             raise ModelSourceError(f"model {name!r}: local directory {repo} does not exist")
         if not (Path(repo) / "config.json").exists():

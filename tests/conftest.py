@@ -1,0 +1,27 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from helpers import tiny_model, word_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """Tiny random GPT-NeoX (Pythia's architecture) and Qwen2 (MHA and GQA) in Hugging Face layout."""
+    root = tmp_path_factory.mktemp("tiny")
+    tok = word_tokenizer()
+    out = {}
+    for kind in ("neox", "qwen_gqa", "qwen_mha"):
+        m = tiny_model(kind, len(tok))
+        m.save_pretrained(root / kind)
+        tok.save_pretrained(root / kind)
+        out[kind] = root / kind
+    return out
+
+

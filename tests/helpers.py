@@ -1,0 +1,42 @@
+"""Tiny models and tokenizers for tests, built from configs (no hub access)."""
+
+import torch
+
+WORDS = ("the a to and went gave store garden drink book then when , . mary john tom anna paul "
+         "kate lisa bako tilu remo sanu velo kira dumo pexa lomi fano").split()
+
+
+def word_tokenizer(extra=()):
+    """A small word-level tokenizer, so tiny test models load like any Hugging Face model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<bos>", "<eos>", "<unk>"] + list(dict.fromkeys(
+        [w.capitalize() if w in ("mary", "john", "tom", "anna", "paul", "kate", "lisa") else w for w in WORDS]
+        + list(extra))))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
+                                   pad_token="<pad>", unk_token="<unk>")
+
+
+def tiny_model(kind: str, vocab_size: int, seed: int = 0):
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    if kind == "neox":
+        cfg = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                            num_attention_heads=4, max_position_embeddings=128, rotary_pct=0.25)
+        return GPTNeoXForCausalLM(cfg).eval()
+    kv = {"qwen_gqa": 2, "qwen_mha": 4}[kind]
+    cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=kv, max_position_embeddings=128)
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def card_for(path, name="tiny", source="hf"):
+    from circuitloc.models.card import make_card
+    from circuitloc.models.load import load_hf
+
+    _, tok = load_hf(str(path))
+    return make_card(name, {"source": source, "hf": str(path)}, str(path), tok)

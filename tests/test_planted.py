@@ -1,0 +1,82 @@
+"""A model whose answer is planted in two known heads: the scan finds them and the curve's
+heads-to-80% is what a hand computation says."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from circuitloc import metrics as M
+from circuitloc.ablation import ranked_curve, score_units, units
+from circuitloc.scan import Prompts, Scanner
+from circuitloc.tables import table1
+from circuitloc.tasks.registry import TASKS
+
+D, H = 16, 4
+A_, B_ = (1, 2), (0, 3)  # (layer, head): strong and weak carriers of the answer
+SCALE_A, SCALE_B, OFFSET = 3.0, 1.0, 10.0
+
+
+def planted_model(n_kv):
+    """Input-independent by construction: every token embeds to OFFSET*w; head A writes 3u,
+    head B writes 1u, nothing else writes; logit(a) - logit(b) reads u after the final RMSNorm."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=8, hidden_size=D, intermediate_size=8, num_hidden_layers=2,
+                      num_attention_heads=H, num_key_value_heads=n_kv, tie_word_embeddings=False)
+    m = Qwen2ForCausalLM(cfg).eval()
+    u, w = torch.zeros(D), torch.zeros(D)
+    u[0], w[1] = 1.0, 1.0
+    dh = D // H
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        for mod in m.modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.fill_(1.0)
+        m.model.embed_tokens.weight[:] = OFFSET * w
+        e = torch.ones(dh)
+        for layer, head, scale in ((*A_, SCALE_A), (*B_, SCALE_B)):
+            attn = m.model.layers[layer].self_attn
+            attn.v_proj.bias.fill_(1.0)  # z = e for every head, whatever the input
+            attn.o_proj.weight[:, head * dh:(head + 1) * dh] = scale * torch.outer(u, e) / e.dot(e)
+        m.lm_head.weight[1] = u
+        m.lm_head.weight[2] = -u
+    return m
+
+
+def ld_by_hand(x_u, eps):
+    """LD = 2 * x_u / rms(x) for a residual with OFFSET on w and x_u on u."""
+    return 2 * x_u / math.sqrt((x_u ** 2 + OFFSET ** 2) / D + eps)
+
+
+def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
+    for n_kv in (4, 2):
+        m = planted_model(n_kv)
+        eps = m.config.rms_norm_eps
+        card = {"n_layers": 2, "n_heads": H, "n_kv_heads": n_kv, "d_head": D // H, "attention": "mha" if n_kv == H else "gqa",
+                "family": "planted", "n_params": 1}
+        task = TASKS["ioi"]
+        n = 6
+        p = Prompts(torch.randint(3, 8, (n, 5)), torch.full((n,), 4), {"io_id": torch.full((n,), 1),
+                                                                      "s_id": torch.full((n,), 2)})
+        sc = Scanner(m, H, D // H)
+        scores = score_units(sc, p, units(card), task, floor=0.0)
+        clean = ld_by_hand(SCALE_A + SCALE_B, eps)
+        assert abs(scores["ld_clean"].iloc[0] - clean) < 1e-4
+        top = scores.sort_values("drop", ascending=False)
+        assert (int(top.iloc[0]["layer"]), int(top.iloc[0]["head"])) == A_
+        assert (int(top.iloc[1]["layer"]), int(top.iloc[1]["head"])) == B_
+        assert np.allclose(top["drop"].iloc[2:], 0, atol=1e-5)
+        damage_a = 1 - ld_by_hand(SCALE_B, eps) / clean
+        assert abs(top.iloc[0]["damage"] - damage_a) < 1e-4
+        ranked = [u for lbl in top["unit"] for u in units(card) if u["unit"] == lbl]
+        curve = pd.DataFrame(ranked_curve(sc, p, ranked, task, float(scores["ld_clean"].iloc[0]), 0.0, 4))
+        assert damage_a < 0.8  # so heads-to-80% must be 2, not 1
+        assert M.heads_to_threshold(curve["damage"], 0.8) == 2
+        assert abs(curve["damage"].iloc[1] - 1.0) < 1e-5
+        curve["method"], curve["clean"], curve["n_prompts"] = "ranked", clean, n
+        t1 = table1("ioi", {"planted": card}, {"planted": scores}, {"planted": curve})
+        assert t1.loc[0, "top_head"] == f"{A_[0]}.{A_[1]}" and t1.loc[0, "heads_to_80"] == "2"
+        assert M.format_heads_to(M.heads_to_threshold(curve["damage"][:1], 0.8), 1) == "> 1"

@@ -1,0 +1,115 @@
+"""The engine's numbers equal the naive TransformerLens loop and a hand computation."""
+
+import pytest
+import torch
+
+from circuitloc.ablation import as_sets, mean_replacement, units
+from circuitloc.models.load import load
+from circuitloc.scan import Prompts, Scanner, naive_run
+
+from helpers import card_for
+
+
+def _prompts(vocab, n=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(4, 9, (n,), generator=g)
+    ids = torch.randint(4, vocab, (n, int(lens.max())), generator=g)
+    return Prompts(ids, lens - 1, {"a": torch.randint(4, vocab, (n,), generator=g),
+                                   "b": torch.randint(4, vocab, (n,), generator=g)})
+
+
+def ld(logits, f):
+    rows = torch.arange(logits.shape[0])
+    return logits[rows, f["a"]] - logits[rows, f["b"]]
+
+
+@pytest.mark.parametrize("kind", ["neox", "qwen_gqa", "qwen_mha"])
+@pytest.mark.parametrize("budget", [100000, 40, 7])
+@pytest.mark.parametrize("ablation", ["zero", "zero-kv", "mean", "mean-kv"])
+def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
+    card = card_for(tiny_dirs[kind])
+    bridge, tok = load(card)
+    p = _prompts(len(tok))
+    unit_rows = units(card, "kv" if ablation.endswith("kv") else "query")
+    sets = [{}] + [as_sets([u]) for u in unit_rows] + [as_sets(unit_rows[:3]), as_sets(unit_rows[2:7:2])]
+    sc = Scanner(bridge.original_model, card["n_heads"], card["d_head"], max_batch_tokens=budget)
+    repl = mean_replacement(sc, p) if ablation.startswith("mean") else None
+    sc.replacement = repl or {}
+    fast = sc.run(p, sets, {"ld": ld})["ld"]
+    slow = naive_run(bridge, p, sets, ld, replacement=repl)
+    assert fast.shape == slow.shape == (len(sets), len(p))
+    assert (fast - slow).abs().max() <= 1e-4
+    assert (fast[1:] - fast[0]).abs().max() > 1e-6  # the ablations change something
+
+
+def test_prefix_reuse_reproduces_clean_logits(tiny_dirs):
+    card = card_for(tiny_dirs["qwen_gqa"])
+    bridge, tok = load(card)
+    model = bridge.original_model
+    p = _prompts(len(tok))
+    sc = Scanner(model, card["n_heads"], card["d_head"])
+    resid = sc.residuals(p)
+    with torch.no_grad():
+        ref = model(p.input_ids).logits[torch.arange(len(p)), p.last_pos]
+        for start in range(card["n_layers"]):
+            with sc._skipping(start):
+                got = sc._body(resid[start], p.last_pos)
+            assert torch.allclose(got, ref, atol=1e-5), start
+
+
+@pytest.mark.parametrize("kind", ["neox", "qwen_gqa"])
+def test_zero_ablation_equals_subtracting_head_output_by_hand(tiny_dirs, kind):
+    """Zeroing head h in the last layer removes exactly z_h @ W_O[h] from what the layer adds
+    (for Qwen2 the MLP then reads the changed residual; GPT-NeoX's parallel MLP does not)."""
+    card = card_for(tiny_dirs[kind])
+    bridge, tok = load(card)
+    model = bridge.original_model
+    p = _prompts(len(tok), n=3)
+    layer, head, dh = card["n_layers"] - 1, 1, card["d_head"]
+    names = {f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.hook_resid_post",
+             f"blocks.{layer}.hook_mlp_out"}
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(p.input_ids, names_filter=lambda n: n in names)
+        z = cache[f"blocks.{layer}.attn.hook_z"][:, :, head]  # [N, T, d_head]
+        if kind == "neox":
+            W = model.gpt_neox.layers[layer].attention.dense.weight[:, head * dh:(head + 1) * dh]
+            resid = cache[f"blocks.{layer}.hook_resid_post"] - z @ W.T
+            final_norm = model.gpt_neox.final_layer_norm
+        else:
+            block = model.model.layers[layer]
+            W = block.self_attn.o_proj.weight[:, head * dh:(head + 1) * dh]
+            mid = cache[f"blocks.{layer}.hook_resid_post"] - cache[f"blocks.{layer}.hook_mlp_out"] - z @ W.T
+            resid = mid + block.mlp(block.post_attention_layernorm(mid))
+            final_norm = model.model.norm
+        by_hand = model.get_output_embeddings()(final_norm(resid))
+        sc = Scanner(model, card["n_heads"], card["d_head"])
+        got = sc.run(p, [{}, {layer: [head]}], {"ld": ld})["ld"]
+    ref = ld(by_hand[torch.arange(len(p)), p.last_pos], p.fields)
+    assert torch.allclose(got[1], ref, atol=1e-4)
+    assert (got[0] - ref).abs().max() > 1e-4  # the head mattered, so the check has teeth
+
+
+def test_kv_unit_on_mha_is_the_query_unit(tiny_dirs):
+    card = card_for(tiny_dirs["qwen_mha"])
+    assert [u["heads"] for u in units(card, "kv")] == [u["heads"] for u in units(card, "query")]
+
+
+def test_kv_unit_equals_zeroing_the_value_head(tiny_dirs):
+    """Ablating a KV group = zeroing the output of v_proj for that kv head (with its bias)."""
+    card = card_for(tiny_dirs["qwen_gqa"])
+    bridge, tok = load(card)
+    p = _prompts(len(tok))
+    layer, g = 1, 1
+    unit = [u for u in units(card, "kv") if u["layer"] == layer and u["head"] == g][0]
+    assert unit["heads"] == [2, 3]
+    sc = Scanner(bridge.original_model, card["n_heads"], card["d_head"])
+    ours = sc.run(p, [as_sets([unit])], {"ld": ld})["ld"][0]
+
+    def zero_v(v, hook):
+        v = v.clone()
+        v[:, :, g] = 0
+        return v
+    with torch.no_grad():
+        logits = bridge.run_with_hooks(p.input_ids, fwd_hooks=[(f"blocks.{layer}.attn.hook_v", zero_v)])
+    ref = ld(logits[torch.arange(len(p)), p.last_pos], p.fields)
+    assert torch.allclose(ours, ref, atol=1e-4)
