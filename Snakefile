@@ -5,7 +5,10 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default unless a --configfile is given: two configs must never merge their models.
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "config/schema.yaml")

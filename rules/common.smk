@@ -51,6 +51,11 @@ def gb_for(model):
     return int(config.get("resources", {}).get("mem_gb", {}).get(model, 4))
 
 
+def per_model(pattern):
+    """One file per configured model, in MODELS order (the scripts zip them back with params.models)."""
+    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation) for m in MODELS]
+
+
 def all_outputs():
     out = [card(m) for m in MODELS]
     for task in dataset_tasks():

@@ -14,5 +14,7 @@ rule curves:
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
     threads: 1
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/curve.py"

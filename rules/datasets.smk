@@ -14,6 +14,8 @@ rule dataset:
     log:
         "results/logs/data/{task}/{model}.log",
     threads: 1
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_dataset.py"
 
@@ -31,5 +33,7 @@ rule dataset_shared_facts:
     log:
         "results/logs/data/facts_shared/{model}.log",
     threads: 1
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_shared_facts.py"

@@ -8,6 +8,8 @@ rule figure_heatmap:
         models=MODELS,
     log:
         "results/logs/figures/fig1_{task}_{ablation}.log",
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/fig_heatmap.py"
 
@@ -24,6 +26,8 @@ rule figure_curves:
         models=MODELS,
     log:
         "results/logs/figures/fig2_{task}_{ablation}.log",
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/fig_curves.py"
 
@@ -38,5 +42,7 @@ rule figure_scale:
         tasks=dataset_tasks(),
     log:
         "results/logs/figures/scale_{ablation}.log",
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/fig_scale.py"

@@ -9,5 +9,7 @@ rule model:
     threads: 1
     resources:
         mem_mb=lambda wc: 1024 * gb_for(wc.model),
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_model.py"

@@ -10,5 +10,7 @@ rule scores:
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
     threads: 1
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/score.py"

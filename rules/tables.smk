@@ -1,8 +1,3 @@
-def per_model(pattern):
-    """One file per configured model, in MODELS order (the scripts zip them back with params.models)."""
-    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation) for m in MODELS]
-
-
 rule table1:
     input:
         cards=[card(m) for m in MODELS],
@@ -16,6 +11,8 @@ rule table1:
         models=MODELS,
     log:
         "results/logs/tables/table1_{task}_{ablation}.log",
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/table1.py"
 
@@ -32,5 +29,7 @@ rule table2:
         models=MODELS,
     log:
         "results/logs/tables/table2_{task}_{ablation}.log",
+    conda:
+        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/table2.py"

@@ -1,0 +1,118 @@
+"""The workflow as a user runs it: lint, dry runs, a tiny end-to-end run with artifact-level
+regression against stored tables, and 'only what changed is recomputed'."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+EXPECTED = ROOT / ".test" / "expected"
+RTOL, ATOL = 1e-3, 1e-4  # same machine type, one torch thread: differences are float summation order
+
+
+def smk(*args, cwd=ROOT, check=True, timeout=1500):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
+    p = subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    return p
+
+
+def test_lint_is_clean():
+    p = smk("--lint", check=False)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "Lints for" not in out, out
+
+
+def test_paper_config_dry_run_builds_the_dag_offline():
+    p = smk("-n", "--configfile", "config/paper.yaml")
+    out = p.stdout + p.stderr
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert int(stats["model"]) == 6
+    assert int(stats["scores"]) == 6 * 4  # ioi, induction, facts, facts_shared
+    assert int(stats["table1"]) == 4
+
+
+def test_schema_error_names_the_field(tmp_path):
+    bad = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    bad["models"]["tiny_mha"]["source"] = "bogus"
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump(bad))
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "bogus" in out and "source" in out
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The workflow copied to a scratch directory and run on the tiny test config."""
+    work = tmp_path_factory.mktemp("wf")
+    for name in ("Snakefile", "rules", "workflow", "config", ".test"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    smk("--cores", "2", "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+    return work
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("table", ["table1_ioi_zero", "table2_ioi_zero", "table1_induction_zero",
+                                   "table1_facts_zero", "table1_facts_shared_zero"])
+def test_tables_match_stored_expected(tiny_run, table):
+    got = pd.read_csv(tiny_run / "results" / "tables" / f"{table}.csv")
+    exp_path = EXPECTED / f"{table}.csv"
+    if os.environ.get("CIRCUITLOC_UPDATE_EXPECTED"):
+        EXPECTED.mkdir(exist_ok=True)
+        got.to_csv(exp_path, index=False)
+    exp = pd.read_csv(exp_path)
+    assert list(got.columns) == list(exp.columns)
+    for col in exp.columns:
+        if exp[col].dtype.kind in "fi":
+            pd.testing.assert_series_equal(got[col].astype(float), exp[col].astype(float), rtol=RTOL, atol=ATOL,
+                                           check_names=False)
+        else:
+            assert got[col].astype(str).tolist() == exp[col].astype(str).tolist(), col
+
+
+@pytest.mark.workflow
+def test_every_artifact_exists_and_cards_are_complete(tiny_run):
+    import json
+
+    res = tiny_run / "results"
+    for m in ("tiny_mha", "tiny_gqa"):
+        card = json.loads((res / "models" / m / "card.json").read_text())
+        for key in ("name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model",
+                    "d_head", "n_params", "dtype", "tokenizer", "prepend_bos", "checks"):
+            assert key in card, key
+    assert json.loads((res / "models/tiny_gqa/card.json").read_text())["attention"] == "gqa"
+    for fig in ("fig1_heatmap_ioi_zero", "fig2_curves_ioi_zero", "fig1_heatmap_induction_zero", "scale_zero"):
+        assert (res / "figures" / f"{fig}.png").stat().st_size > 10_000
+    scores = pd.read_parquet(res / "scores/ioi/tiny_gqa/zero.parquet")
+    assert {"layer", "head", "unit", "ld_clean", "ld_ablated", "drop", "damage"} <= set(scores.columns)
+    assert len(scores) == 2 * 4
+    md = (res / "tables/table1_ioi_zero.md").read_text()
+    assert "tiny_mha" in md and "heads_to_80" in md
+    leftovers = [p for p in res.rglob(".*") if p.is_file()]
+    assert not leftovers, leftovers  # no temporary file survives
+
+
+@pytest.mark.workflow
+def test_changing_one_model_reruns_only_its_jobs(tiny_run):
+    cfg = yaml.safe_load((tiny_run / ".test" / "config.yaml").read_text())
+    assert smk("-n", "--configfile", ".test/config.yaml", cwd=tiny_run).stdout.count("rule ") == 0
+    cfg["models"]["tiny_gqa"]["toy"]["steps"] += 1
+    changed = tiny_run / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    out = smk("-n", "--configfile", str(changed), cwd=tiny_run).stdout
+    models = set(re.findall(r"model=([\w.]+)", out))
+    assert models == {"tiny_gqa"}, models
+    assert "rule table1:" in out  # tables that include it are rebuilt
