@@ -1,3 +1,4 @@
+import re
 import copy
 import json
 
@@ -7,19 +8,38 @@ TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
 ABLATIONS = list(config.get("ablations", ["zero"]))
 
 
+def family_members(model):
+    fam = model_spec(model).get("family", model)
+    return [m for m in MODELS if model_spec(m).get("family", m) == fam]
+
+
+def models_for(task):
+    """facts_shared is only a new condition for families of two or more models; for a family of one
+    it would repeat the per-model facts run exactly, so those models are left out of it."""
+    if task == "facts_shared":
+        return [m for m in MODELS if len(family_members(m)) > 1]
+    return MODELS
+
+
 def dataset_tasks():
-    extra = ["facts_shared"] if "facts" in TASKS else []
+    extra = ["facts_shared"] if "facts" in TASKS and models_for("facts_shared") else []
     return TASKS + extra
 
 
 wildcard_constraints:
-    model="|".join(MODELS),
+    model="|".join(re.escape(m) for m in MODELS),
     task="ioi|induction|facts|facts_shared",
     ablation="[a-z]+(-query|-kv)?",
 
 
 def model_spec(model):
     return config["models"][model]
+
+
+def model_build_spec(model):
+    """What the model stage depends on: not the model's task or curve overrides, so changing
+    those never retrains or reconverts a model."""
+    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves")}
 
 
 def task_config(task, model):
@@ -37,11 +57,6 @@ def curve_config(task, model):
     return cfg
 
 
-def family_members(model):
-    fam = model_spec(model).get("family", model)
-    return [m for m in MODELS if model_spec(m).get("family", m) == fam]
-
-
 def card(model):
     return f"results/models/{model}/card.json"
 
@@ -53,7 +68,7 @@ def gb_for(model):
 
 def per_model(pattern):
     """One file per configured model, in MODELS order (the scripts zip them back with params.models)."""
-    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation) for m in MODELS]
+    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation) for m in models_for(wc.task)]
 
 
 def all_outputs():

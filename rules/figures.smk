@@ -5,7 +5,7 @@ rule figure_heatmap:
         png="results/figures/fig1_heatmap_{task}_{ablation}.png",
         pdf="results/figures/fig1_heatmap_{task}_{ablation}.pdf",
     params:
-        models=MODELS,
+        models=lambda wc: models_for(wc.task),
     log:
         "results/logs/figures/fig1_{task}_{ablation}.log",
     conda:
@@ -16,14 +16,14 @@ rule figure_heatmap:
 
 rule figure_curves:
     input:
-        cards=[card(m) for m in MODELS],
+        cards=lambda wc: [card(m) for m in models_for(wc.task)],
         curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
     output:
         png="results/figures/fig2_curves_{task}_{ablation}.png",
         pdf="results/figures/fig2_curves_{task}_{ablation}.pdf",
     params:
         threshold=config["curves"]["threshold"],
-        models=MODELS,
+        models=lambda wc: models_for(wc.task),
     log:
         "results/logs/figures/fig2_{task}_{ablation}.log",
     conda:

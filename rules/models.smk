@@ -2,7 +2,7 @@ rule model:
     output:
         card="results/models/{model}/card.json",
     params:
-        spec=lambda wc: model_spec(wc.model),
+        spec=lambda wc: model_build_spec(wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",
     log:
         "results/logs/models/{model}.log",

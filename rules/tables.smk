@@ -1,6 +1,6 @@
 rule table1:
     input:
-        cards=[card(m) for m in MODELS],
+        cards=lambda wc: [card(m) for m in models_for(wc.task)],
         scores=per_model("results/scores/{task}/{model}/{ablation}.parquet"),
         curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
     output:
@@ -8,7 +8,7 @@ rule table1:
         md="results/tables/table1_{task}_{ablation}.md",
     params:
         threshold=config["curves"]["threshold"],
-        models=MODELS,
+        models=lambda wc: models_for(wc.task),
     log:
         "results/logs/tables/table1_{task}_{ablation}.log",
     conda:
@@ -19,14 +19,14 @@ rule table1:
 
 rule table2:
     input:
-        cards=[card(m) for m in MODELS],
+        cards=lambda wc: [card(m) for m in models_for(wc.task)],
         curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
         controls=per_model("results/curves/{task}/{model}/{ablation}.control.parquet"),
     output:
         csv="results/tables/table2_{task}_{ablation}.csv",
         md="results/tables/table2_{task}_{ablation}.md",
     params:
-        models=MODELS,
+        models=lambda wc: models_for(wc.task),
     log:
         "results/logs/tables/table2_{task}_{ablation}.log",
     conda:
