@@ -1,0 +1,166 @@
+"""Time the naive TransformerLens loop (one full forward per head, a hook on hook_z) against the
+scan engine on the same model and prompts, check the scores agree, and print the ratios.
+
+    python bench/scan.py                          # SmolLM2-135M (needs its card), IOI, 20 prompts
+    python bench/scan.py --random pythia-160m     # random weights, a paper model's configuration
+    python bench/scan.py --device cuda --dtype bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+# Architectures of the paper's models, so a random-weight model of the same shape needs no hub.
+RANDOM = {
+    "pythia-160m": ("gpt_neox", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                     intermediate_size=3072, vocab_size=50304, rotary_pct=0.25)),
+    "qwen2.5-0.5b": ("qwen2", dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+                                   num_key_value_heads=2, intermediate_size=4864, vocab_size=151936)),
+    "smollm2-135m": ("llama", dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
+                                   num_key_value_heads=3, intermediate_size=1536, vocab_size=49152)),
+}
+
+
+def _model(args):
+    import torch
+
+    from circuitloc.models.load import DTYPES, load
+
+    if args.random:
+        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformer_lens.model_bridge import TransformerBridge
+
+        kind, kw = RANDOM[args.random]
+        path = Path(args.cache) / args.random
+        if not (path / "config.json").exists():
+            torch.manual_seed(0)
+            AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw)).save_pretrained(path)
+        from transformers import AutoModelForCausalLM as A
+
+        hf = A.from_pretrained(path, dtype=DTYPES[args.dtype], attn_implementation="eager").to(args.device).eval()
+        bridge = TransformerBridge.boot_transformers(str(path), hf_model=hf, dtype=DTYPES[args.dtype],
+                                                     device=args.device)
+        vocab = kw["vocab_size"]
+        g = torch.Generator().manual_seed(0)
+        ids = torch.randint(1000, vocab, (args.prompts, 18), generator=g)
+        from circuitloc.scan import Prompts
+
+        prompts = Prompts(ids, torch.full((args.prompts,), 17), {
+            "io_id": torch.randint(1000, vocab, (args.prompts,), generator=g),
+            "s_id": torch.randint(1000, vocab, (args.prompts,), generator=g)})
+        return bridge, prompts, bridge.cfg.n_heads, bridge.cfg.d_head
+    card = json.loads(Path(args.card).read_text())
+    card["dtype"] = args.dtype
+    bridge, tok = load(card, args.device)
+    import pandas as pd
+
+    from circuitloc.tasks.common import pad_id
+    from circuitloc.tasks.ioi import build, generate
+    from circuitloc.tasks.registry import TASKS, prompts as to_prompts
+
+    df, _ = build(generate(200, 0), tok, card["prepend_bos"], args.prompts, args.prompts, 0)
+    return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card["n_heads"], card["d_head"]
+
+
+def _measure(args, mode, queue):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from circuitloc.scan import Scanner, naive_run
+    from circuitloc.tasks.ioi import metric
+
+    bridge, prompts, n_heads, d_head = _model(args)
+    L = bridge.cfg.n_layers
+    sets = [{}] + [{l: [h]} for l in range(L) for h in range(n_heads)]
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    passes = None
+    if mode == "naive":
+        vals = naive_run(bridge, prompts, sets, metric).mean(1)
+        passes = float(len(sets))
+    elif mode == "engine":
+        sc = Scanner(bridge.original_model, n_heads, d_head, args.batch_tokens)
+        vals = sc.run(prompts, sets, {"ld": metric})["ld"].mean(1)
+        passes = sc.forward_passes
+    else:  # attribution
+        from circuitloc.attribution import attribute
+
+        sc = Scanner(bridge.original_model, n_heads, d_head, args.batch_tokens)
+        vals = -attribute(sc, prompts, metric).flatten()  # estimated drop per head
+        passes = 2.0
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if args.device == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    queue.put({"mode": mode, "seconds": dt, "values": vals.float().cpu().tolist(), "passes": passes,
+               "peak_mib": peak, "rss_before_mib": rss0 / 1024, "layers": L, "heads": n_heads})
+
+
+def measure(args, mode):
+    ctx = mp.get_context("spawn")  # a fresh process each, so peak memory is each mode's own
+    q = ctx.Queue()
+    p = ctx.Process(target=_measure, args=(args, mode, q))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--card", default=str(ROOT / "results/models/smollm2_135m/card.json"))
+    ap.add_argument("--random", choices=sorted(RANDOM), help="random weights with this model's configuration")
+    ap.add_argument("--cache", default=str(ROOT / "results/bench"))
+    ap.add_argument("--prompts", type=int, default=20)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--no-attribution", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.random and not Path(args.card).exists():
+        sys.exit(f"no card at {args.card}: run `snakemake --cores all results/models/smollm2_135m/card.json` "
+                 "first, or use --random")
+    naive, engine = measure(args, "naive"), measure(args, "engine")
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    nv, ev = np.array(naive["values"]), np.array(engine["values"])
+    clean_n, clean_e = nv[0], ev[0]
+    drops_n, drops_e = clean_n - nv[1:], clean_e - ev[1:]
+    L, H = engine["layers"], engine["heads"]
+    floor = sum(H * (L - l) / L for l in range(L))
+    model = args.random or "smollm2-135m"
+    print(f"model {model} ({L} layers x {H} heads), {args.prompts} IOI prompts, {args.device}/{args.dtype}, "
+          f"{args.threads} thread(s)")
+    print(f"{'':12s}{'seconds':>10s}{'fwd-equiv':>12s}{'peak MiB':>10s}")
+    for r in (naive, engine):
+        print(f"{r['mode']:12s}{r['seconds']:10.2f}{r['passes']:12.1f}{r['peak_mib']:10.0f}")
+    print(f"speed-up engine vs naive: {naive['seconds'] / engine['seconds']:.2f}x")
+    print(f"engine work: {engine['passes']:.1f} forward-pass equivalents; floor {floor:.1f} "
+          f"(sum over layers of heads x remaining layers); naive {naive['passes']:.0f}")
+    print(f"max |score difference| (logit diff): {np.abs(nv - ev).max():.2e}  "
+          f"({'identical within 1e-4' if np.abs(nv - ev).max() <= 1e-4 else 'DIFFERENT'})")
+    if not args.no_attribution:
+        att = measure(args, "attribution")
+        rho = spearmanr(drops_n, np.array(att["values"])).statistic
+        print(f"attribution: {att['seconds']:.2f} s ({naive['seconds'] / att['seconds']:.1f}x faster than naive), "
+              f"Spearman vs exact drops {rho:.3f}, top head exact {int(np.argmax(drops_n)) // H}."
+              f"{int(np.argmax(drops_n)) % H} vs attribution {int(np.argmax(att['values'])) // H}."
+              f"{int(np.argmax(att['values'])) % H}")
+
+
+if __name__ == "__main__":
+    main()
