@@ -33,22 +33,17 @@ RANDOM = {
 def _model(args):
     import torch
 
-    from circuitloc.models.load import DTYPES, load
+    from circuitloc.models.load import load
 
     if args.random:
         from transformers import AutoConfig, AutoModelForCausalLM
-        from transformer_lens.model_bridge import TransformerBridge
 
         kind, kw = RANDOM[args.random]
         path = Path(args.cache) / args.random
         if not (path / "config.json").exists():
             torch.manual_seed(0)
             AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw)).save_pretrained(path)
-        from transformers import AutoModelForCausalLM as A
-
-        hf = A.from_pretrained(path, dtype=DTYPES[args.dtype], attn_implementation="eager").to(args.device).eval()
-        bridge = TransformerBridge.boot_transformers(str(path), hf_model=hf, dtype=DTYPES[args.dtype],
-                                                     device=args.device)
+        bridge, _ = load({"path": str(path), "dtype": args.dtype}, args.device)
         vocab = kw["vocab_size"]
         g = torch.Generator().manual_seed(0)
         ids = torch.randint(1000, vocab, (args.prompts, 18), generator=g)
@@ -75,6 +70,7 @@ def _measure(args, mode, queue):
     import torch
 
     torch.set_num_threads(args.threads)
+    from circuitloc.models.load import engine_model
     from circuitloc.scan import Scanner, naive_run
     from circuitloc.tasks.ioi import metric
 
@@ -90,13 +86,13 @@ def _measure(args, mode, queue):
         vals = naive_run(bridge, prompts, sets, metric).mean(1)
         passes = float(len(sets))
     elif mode == "engine":
-        sc = Scanner(bridge.original_model, n_heads, d_head, args.batch_tokens)
+        sc = Scanner(engine_model(bridge), n_heads, d_head, args.batch_tokens)
         vals = sc.run(prompts, sets, {"ld": metric})["ld"].mean(1)
         passes = sc.forward_passes
     else:  # attribution
         from circuitloc.attribution import attribute
 
-        sc = Scanner(bridge.original_model, n_heads, d_head, args.batch_tokens)
+        sc = Scanner(engine_model(bridge), n_heads, d_head, args.batch_tokens)
         vals = -attribute(sc, prompts, metric).flatten()  # estimated drop per head
         passes = 2.0
     if args.device == "cuda":

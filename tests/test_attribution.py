@@ -4,7 +4,7 @@ difference computed with the exact engine (z_h scaled by 1 - delta)."""
 import torch
 
 from circuitloc.attribution import attribute
-from circuitloc.models.load import load
+from circuitloc.models.load import engine_model, load
 from circuitloc.scan import Prompts, Scanner, _out_proj
 from helpers import card_for
 
@@ -17,7 +17,7 @@ def ld(logits, f):
 def test_attribution_matches_finite_difference(tiny_dirs):
     card = card_for(tiny_dirs["qwen_gqa"])
     bridge, tok = load(card)
-    model = bridge.original_model
+    model = engine_model(bridge)
     g = torch.Generator().manual_seed(1)
     n, t = 4, 7
     p = Prompts(torch.randint(4, len(tok), (n, t), generator=g), torch.full((n,), t - 1),

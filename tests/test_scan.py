@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from circuitloc.ablation import as_sets, mean_replacement, units
-from circuitloc.models.load import load
+from circuitloc.models.load import engine_model, load
 from circuitloc.scan import Prompts, Scanner, naive_run
 
 from helpers import card_for
@@ -32,7 +32,7 @@ def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
     p = _prompts(len(tok))
     unit_rows = units(card, "kv" if ablation.endswith("kv") else "query")
     sets = [{}] + [as_sets([u]) for u in unit_rows] + [as_sets(unit_rows[:3]), as_sets(unit_rows[2:7:2])]
-    sc = Scanner(bridge.original_model, card["n_heads"], card["d_head"], max_batch_tokens=budget)
+    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
     repl = mean_replacement(sc, p) if ablation.startswith("mean") else None
     sc.replacement = repl or {}
     fast = sc.run(p, sets, {"ld": ld})["ld"]
@@ -45,7 +45,7 @@ def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
 def test_prefix_reuse_reproduces_clean_logits(tiny_dirs):
     card = card_for(tiny_dirs["qwen_gqa"])
     bridge, tok = load(card)
-    model = bridge.original_model
+    model = engine_model(bridge)
     p = _prompts(len(tok))
     sc = Scanner(model, card["n_heads"], card["d_head"])
     resid = sc.residuals(p)
@@ -63,7 +63,7 @@ def test_zero_ablation_equals_subtracting_head_output_by_hand(tiny_dirs, kind):
     (for Qwen2 the MLP then reads the changed residual; GPT-NeoX's parallel MLP does not)."""
     card = card_for(tiny_dirs[kind])
     bridge, tok = load(card)
-    model = bridge.original_model
+    model = engine_model(bridge)
     p = _prompts(len(tok), n=3)
     layer, head, dh = card["n_layers"] - 1, 1, card["d_head"]
     names = {f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.hook_resid_post",
@@ -102,7 +102,7 @@ def test_kv_unit_equals_zeroing_the_value_head(tiny_dirs):
     layer, g = 1, 1
     unit = [u for u in units(card, "kv") if u["layer"] == layer and u["head"] == g][0]
     assert unit["heads"] == [2, 3]
-    sc = Scanner(bridge.original_model, card["n_heads"], card["d_head"])
+    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"])
     ours = sc.run(p, [as_sets([unit])], {"ld": ld})["ld"][0]
 
     def zero_v(v, hook):

@@ -173,3 +173,18 @@ def test_reduced_budget_training_improves_loss(facts_path, tmp_path):
     assert r["checks"]["facts_acc"] > 0.5  # 8 facts are memorised within 300 steps
     assert r["train_seconds"] < 40
     assert any("toy step 300/300" in m for m in logs)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "resources", "facts", "facts.tsv")),
+                    reason="curated facts file not present")
+def test_default_vocabulary_from_shipped_resources():
+    from circuitloc.tasks import facts as facts_task
+
+    s = toy.resolve_spec({})
+    taught = toy.select_facts(facts_task.load(), s["n_facts"], s["seed"])
+    assert len(taught) == s["n_facts"]
+    tok, _ = toy.build_tokenizer(ioi_task.load_resources(), taught, s["pool_size"], s["seed"])
+    df, _ = facts_task.build(taught, tok, True, "natural")
+    assert len(df) == len(taught)
+    assert all(tok.unk_token_id not in ids for ids in df["input_ids"])
+    assert len(induction_task.candidate_tokens(tok)) >= s["pool_size"]

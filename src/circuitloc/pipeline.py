@@ -78,19 +78,11 @@ def _tokenizer(path):
 
 # -- datasets ----------------------------------------------------------------------------
 def _clean_logits(bridge, df, task, batch_tokens):
+    from .models.load import engine_model
     from .scan import Scanner
 
-    tok = bridge.tokenizer
-    p = to_prompts(df, task, pad_id(tok))
-    sc = Scanner(bridge.original_model, bridge.cfg.n_heads, bridge.cfg.d_head, batch_tokens)
-    keep = {}
-    sc.run(p, [{}], {"_": lambda logits, f: _stash(keep, logits)})
-    return torch.cat(keep["logits"])
-
-
-def _stash(store, logits):
-    store.setdefault("logits", []).append(logits.detach().cpu())
-    return torch.zeros(logits.shape[0])
+    p = to_prompts(df, task, pad_id(bridge.tokenizer))
+    return Scanner(engine_model(bridge), bridge.cfg.n_heads, bridge.cfg.d_head, batch_tokens).last_logits(p)
 
 
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
@@ -156,7 +148,7 @@ class _Job:
     """What a score or curve job holds: model, task, prompts and the ablation's replacement."""
 
     def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows="score", device="cpu"):
-        from .models.load import load
+        from .models.load import engine_model, load
         from .scan import Scanner
 
         self.task = task_of(task_name)
@@ -167,7 +159,7 @@ class _Job:
         self.df = df[df["score"]].reset_index(drop=True) if rows == "score" else df
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
-        self.scanner = Scanner(self.bridge.original_model, card["n_heads"], card["d_head"], batch_tokens)
+        self.scanner = Scanner(engine_model(self.bridge), card["n_heads"], card["d_head"], batch_tokens)
         if self.kind == "mean":
             full = to_prompts(df, self.task, self.pad)
             self.scanner.replacement = A.mean_replacement(self.scanner, full)
@@ -191,9 +183,9 @@ def _progress(total, label):
 
     def tick(k):
         done["n"] += k
-        if time.time() - done["last"] > 10 or done["n"] >= total:
+        if time.time() - done["last"] > 10 or done["n"] >= total - 1e-9:
             done["last"] = time.time()
-            log.info("%s: %d/%d ablation runs (%.0f s)", label, done["n"], total, time.time() - done["t"])
+            log.info("%s: %.0f/%d ablation runs (%.0f s)", label, done["n"], total, time.time() - done["t"])
     return tick
 
 

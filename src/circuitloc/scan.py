@@ -28,10 +28,21 @@ class Prompts:
     def __len__(self):
         return self.input_ids.shape[0]
 
-    def slice(self, sl: slice) -> "Prompts":
-        ids = self.input_ids[sl]
-        width = int(self.last_pos[sl].max()) + 1
-        return Prompts(ids[:, :width], self.last_pos[sl], {k: v[sl] for k, v in self.fields.items()})
+    def take(self, idx) -> "Prompts":
+        """A subset, trimmed to its own longest prompt."""
+        ids = self.input_ids[idx]
+        width = int(self.last_pos[idx].max()) + 1
+        return Prompts(ids[:, :width], self.last_pos[idx], {k: v[idx] for k, v in self.fields.items()})
+
+    def buckets(self, max_tokens: int) -> list[torch.Tensor]:
+        """Prompts grouped by length (no padding inside a group), each group within max_tokens."""
+        lengths = self.last_pos + 1
+        out = []
+        for length in torch.unique(lengths).tolist():
+            idx = torch.nonzero(lengths == length).flatten()
+            per = max(1, max_tokens // length)
+            out += [idx[i : i + per] for i in range(0, len(idx), per)]
+        return out
 
 
 class _Skip(nn.Module):
@@ -81,7 +92,7 @@ class Scanner:
                 self.layers[i] = mod
 
     @contextlib.contextmanager
-    def _ablating(self, keep: dict, copies: int, rows: slice):
+    def _ablating(self, keep: dict, copies: int, rows: torch.Tensor):
         """keep[layer]: [copies, H] with 0 where a head is ablated in that copy."""
         handles = []
         for layer, mask in keep.items():
@@ -94,7 +105,7 @@ class Scanner:
                 m = mask.to(z)[:, None, None, :, None]
                 z = z * m
                 if repl is not None:
-                    r = repl[rows, :t] if repl.dim() == 4 else repl
+                    r = repl[rows.to(repl.device), :t] if repl.dim() == 4 else repl
                     z = z + (1 - m) * r.to(z)
                 return (z.reshape(b, t, -1),) + tuple(args[1:])
 
@@ -138,20 +149,32 @@ class Scanner:
 
     # -- public ---------------------------------------------------------------------------
     @torch.no_grad()
+    def last_logits(self, prompts: Prompts) -> torch.Tensor:
+        """Clean logits at each prompt's last position, [N, vocab], in prompt order."""
+        out = None
+        for rows in prompts.buckets(self.max_batch_tokens):
+            sub = prompts.take(rows)
+            dev = self.unembed.weight.device
+            embeds = self.model.get_input_embeddings()(sub.input_ids.to(dev))
+            logits = self._body(embeds, sub.last_pos.to(dev)).float().cpu()
+            out = torch.empty(len(prompts), logits.shape[-1]) if out is None else out
+            out[rows] = logits
+        return out
+
+    @torch.no_grad()
     def run(self, prompts: Prompts, ablations: list[Ablation], metrics: dict[str, Metric],
             progress: Callable[[int], None] | None = None) -> dict[str, torch.Tensor]:
         """Per-prompt metric values for each ablation set: {name: [len(ablations), N]}.
         An empty set {} is the clean run."""
         n, width = prompts.input_ids.shape
         out = {k: torch.empty(len(ablations), n) for k in metrics}
-        per_chunk = max(1, self.max_batch_tokens // max(width, 1))
         n_layers = len(self.layers)
-        for p0 in range(0, n, per_chunk):
-            rows = slice(p0, min(n, p0 + per_chunk))
-            sub = prompts.slice(rows)
+        for rows in prompts.buckets(self.max_batch_tokens):
+            sub = prompts.take(rows)
+            share = sub.input_ids.numel() / (n * width)  # of one padded forward over all prompts
             resid = self.residuals(sub)
-            self.forward_passes += (rows.stop - rows.start) / n
-            copies_max = max(1, self.max_batch_tokens // (sub.input_ids.numel()))
+            self.forward_passes += share
+            copies_max = max(1, self.max_batch_tokens // sub.input_ids.numel())
             for idx in self._chunks(ablations, copies_max, n_layers):
                 sets = [ablations[i] for i in idx]
                 start = min((min(s, default=n_layers) for s in sets), default=n_layers)
@@ -167,12 +190,12 @@ class Scanner:
                 fields = {k: v.to(embeds.device).repeat(copies) for k, v in sub.fields.items()}
                 with self._skipping(start), self._ablating(keep, copies, rows):
                     logits = self._body(embeds, last)
-                self.forward_passes += copies * (n_layers - start) / n_layers * (rows.stop - rows.start) / n
+                self.forward_passes += copies * (n_layers - start) / n_layers * share
                 for name, fn in metrics.items():
                     vals = fn(logits, fields).float().cpu().view(copies, -1)
-                    out[name][idx, rows] = vals
+                    out[name][torch.tensor(idx)[:, None], rows[None, :]] = vals
                 if progress:
-                    progress(copies)
+                    progress(copies * len(rows) / n)
         return out
 
 

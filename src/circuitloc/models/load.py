@@ -42,13 +42,28 @@ def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
     return model.to(device).eval(), tokenizer
 
 
+def _twin(model):
+    """A second module tree over the very same weight tensors (no copy): the bridge wraps one
+    tree in place with its hook points, the scan engine runs the other without that overhead."""
+    import copy
+    import itertools
+
+    shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo=shared).eval()
+
+
 def load(card: dict, device: str = "cpu"):
-    """(bridge, tokenizer) for a card. The bridge wraps the Hugging Face model in place, so
-    `bridge.original_model` is the same weights for the fast scan engine."""
+    """(bridge, tokenizer) for a card: TransformerLens' TransformerBridge on raw weights.
+    `engine_model(bridge)` is the same weights as a plain Hugging Face model."""
     from transformer_lens.model_bridge import TransformerBridge
 
     model, tokenizer = load_hf(card["path"], card.get("dtype", "float32"), device)
-    bridge = TransformerBridge.boot_transformers(card["path"], hf_model=model, tokenizer=tokenizer,
+    bridge = TransformerBridge.boot_transformers(card["path"], hf_model=_twin(model), tokenizer=tokenizer,
                                                  dtype=DTYPES[card.get("dtype", "float32")], device=device)
     bridge.eval()
+    object.__setattr__(bridge, "_plain_model", model)  # not a submodule: no double registration
     return bridge, tokenizer
+
+
+def engine_model(bridge):
+    return getattr(bridge, "_plain_model", None) or bridge.original_model
