@@ -9,6 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path, suffix: str | None = None):
@@ -17,6 +20,7 @@ def atomic_path(path, suffix: str | None = None):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix, dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from a shared group
     tmp = Path(tmp)
     try:
         yield tmp
@@ -32,6 +36,7 @@ def atomic_dir(path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)
     try:
         yield tmp
         if path.exists():

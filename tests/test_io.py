@@ -1,0 +1,37 @@
+import os
+
+import pandas as pd
+import pytest
+
+from circuitloc import io
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.parquet"
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_replaces_whole_and_is_readable_by_others(tmp_path):
+    target = tmp_path / "t.parquet"
+    io.write_parquet(pd.DataFrame({"a": [1]}), target)
+    io.write_parquet(pd.DataFrame({"a": [2]}), target)
+    assert pd.read_parquet(target)["a"].tolist() == [2]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_atomic_dir_keeps_old_dir_on_failure(tmp_path):
+    d = tmp_path / "w"
+    with io.atomic_dir(d) as tmp:
+        (tmp / "x").write_text("1")
+    with pytest.raises(ValueError):
+        with io.atomic_dir(d) as tmp:
+            (tmp / "x").write_text("2")
+            raise ValueError
+    assert (d / "x").read_text() == "1" and [p.name for p in tmp_path.iterdir()] == ["w"]
