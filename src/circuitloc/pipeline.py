@@ -206,20 +206,12 @@ def score(task_name, card, dataset, ablation, out_parquet, batch_tokens=4096, de
 def attention_scores(job) -> pd.DataFrame:
     """Mean attention from the last position to B's position (the ABA offset), per query head;
     for kv units, the mean over the group's query heads."""
-    b_pos = torch.tensor(job.df["b_pos"].to_numpy())
-    last = job.prompts.last_pos
-    names = [f"blocks.{l}.attn.hook_pattern" for l in range(job.card["n_layers"])]
-    with torch.no_grad():
-        _, cache = job.bridge.run_with_cache(job.prompts.input_ids, names_filter=lambda n: n in names)
-    rows = torch.arange(len(b_pos))
-    out = []
-    for l in range(job.card["n_layers"]):
-        pat = cache[names[l]]  # [N, H, T, T]
-        per_head = pat[rows, :, last, b_pos].mean(0)  # [H]
-        for u in job.units:
-            if u["layer"] == l:
-                out.append({"layer": l, "head": u["head"], "attn_score": float(per_head[u["heads"]].mean())})
-    return pd.DataFrame(out)
+    from .heads import induction_scores
+
+    per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
+                                torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
+    return pd.DataFrame([{"layer": u["layer"], "head": u["head"],
+                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units])
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,

@@ -1,0 +1,32 @@
+"""On a toy model trained on repeated sequences, the induction head sits above a previous-token
+head: the two-layer circuit the induction task is meant to find."""
+
+import pytest
+import torch
+
+from circuitloc.heads import induction_scores, previous_token_scores
+from circuitloc.models.card import make_card
+from circuitloc.models.load import load
+from circuitloc.models.toy import train_toy
+from circuitloc.tasks import induction
+from circuitloc.tasks.common import pad_right
+
+
+@pytest.mark.slow
+def test_induction_head_is_above_a_previous_token_head(tmp_path):
+    spec = {"n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "steps": 1500, "batch": 32, "lr": 1e-3,
+            "warmup": 50, "mix": {"ioi": 0, "induction": 1, "facts": 0}, "repeat_len": [6, 20],
+            "pool_size": 200, "n_facts": 10, "eval": {"n_ioi": 10, "n_induction": 50},
+            "acceptance": {"enforce": False}}
+    result = train_toy(spec, tmp_path / "toy", log=lambda *a: None)
+    assert result["checks"]["icl_loss"] < 0.5, result["checks"]  # induction was learned (about 70 s)
+    _, tok = load({"path": str(tmp_path / "toy")})
+    card = make_card("toy", {"source": "toy"}, str(tmp_path / "toy"), tok)
+    bridge, tok = load(card)
+    df = induction.sequences(induction.candidate_tokens(tok), 50, (4, 8), (10, 16), seed=5, bos_id=tok.bos_token_id)
+    ids, last = pad_right(list(df["input_ids"]), tok.pad_token_id)
+    ind = induction_scores(bridge, ids, last, torch.tensor(df["b_pos"].to_numpy()), 2)
+    prev = previous_token_scores(bridge, ids, last, 2)
+    top_layer, top_head = divmod(int(ind.argmax()), 4)
+    assert top_layer == 1 and ind.max() > 0.3, ind
+    assert prev[0].max() > 0.5 and prev[0].max() > prev[1].max(), prev
