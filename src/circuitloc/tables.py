@@ -26,6 +26,9 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
                "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
                "top_head_pct": 100 * float(top["drop"]) / clean_score if clean_score else np.nan,
                "top_head_damage": float(top["damage"])}
+        for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
+            row[f"{extra}_clean"] = float(s[f"{extra}_clean"].iloc[0])
+            row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
             cm = c[c["method"] == method].sort_values("step")
             if len(cm) == 0:
