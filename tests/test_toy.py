@@ -140,9 +140,14 @@ def test_short_training_is_deterministic(facts_path, tmp_path):
     for f in ("config.json", "tokenizer.json", "toy_facts.json", "toy_checks.json"):
         assert (tmp_path / "a" / f).exists()
     # the saved model and tokenizer load back through the ordinary transformers entry points
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tok = AutoTokenizer.from_pretrained(tmp_path / "a")
+    from circuitloc.models.load import load_tokenizer
+
+    tok = load_tokenizer(str(tmp_path / "a"))
+    sentence = "Then, Mary and John went to the store. John gave a drink to"
+    assert tok.convert_ids_to_tokens(tok(sentence, add_special_tokens=False).input_ids) == \
+        ["Then", ",", "Mary", "and", "John", "went", "to", "the", "store", ".", "John", "gave", "a", "drink", "to"]
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "a")
     assert model.config.tie_word_embeddings and model.config.num_key_value_heads == 4
     assert len(tok(" Mary", add_special_tokens=False).input_ids) == 1

@@ -48,6 +48,7 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
     if source == "toy":
         from .models.toy import train_toy
 
+        spec = {"prepend_bos": True, **spec}  # toys are trained on rows that start with <bos>
         result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
         path, extra = str(weights_dir), {"checks": result["checks"], "train_seconds": result["train_seconds"],
                                           "steps": result["steps"], "recipe": result.get("recipe")}
@@ -71,9 +72,9 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
 
 
 def _tokenizer(path):
-    from transformers import AutoTokenizer
+    from .models.load import load_tokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    return load_tokenizer(path)
 
 
 # -- datasets ----------------------------------------------------------------------------

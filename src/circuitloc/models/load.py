@@ -34,10 +34,25 @@ def resolve_hf(name: str, repo: str) -> str:
                                f"(HF_HUB_OFFLINE={int(HF_HUB_OFFLINE)}); {hint}. ({type(e).__name__}: {e})") from e
 
 
-def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(path: str):
+    """The tokenizer exactly as saved. transformers 5's AutoTokenizer picks a class from the
+    model type (Qwen2 -> a byte-level BPE) even for a word-level tokenizer.json saved beside a
+    Qwen2 config, which silently re-tokenizes everything; a plain tokenizer.json is loaded as is."""
+    import json
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    cfg_path = Path(path) / "tokenizer_config.json"
+    cls = json.loads(cfg_path.read_text()).get("tokenizer_class") if cfg_path.exists() else None
+    if cls in ("TokenizersBackend", "PreTrainedTokenizerFast") and (Path(path) / "tokenizer.json").exists():
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
     return model.to(device).eval(), tokenizer
 

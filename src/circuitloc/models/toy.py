@@ -19,7 +19,8 @@ taught facts in natural form. Thresholds are strict: ioi_ld > t, ioi_acc > t, ic
 facts_acc > t. A failing model with `enforce: true` raises ToyTrainingError and writes nothing.
 
 Output directory (written atomically): model.safetensors + config.json (fp32, tied embeddings),
-tokenizer.json + tokenizer_config.json (word level; load with AutoTokenizer), toy_facts.json
+tokenizer.json + tokenizer_config.json (word level; load with circuitloc.models.load.load_tokenizer —
+AutoTokenizer would pick Qwen2's BPE class from config.json), toy_facts.json
 (the taught facts), toy_checks.json (checks, recipe, timing, training log).
 """
 
