@@ -126,10 +126,11 @@ def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates,
     return _curve_rows("greedy", chosen, vals, clean, floor, task)
 
 
-def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, seed):
-    """Negative control: single random units from the middle third of layers."""
+def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, seed, exclude=()):
+    """Negative control: single random units from the middle third of layers (for a 2-layer
+    model, layer 0), never the units in `exclude` (the top unit)."""
     lo, hi = n_layers // 3, max(n_layers // 3 + 1, (2 * n_layers) // 3)
-    mid = [u for u in unit_rows if lo <= u["layer"] < hi]
+    mid = [u for u in unit_rows if lo <= u["layer"] < hi and u["unit"] not in set(exclude)]
     rng = np.random.default_rng(seed)
     picks = [mid[i] for i in rng.choice(len(mid), size=min(draws, len(mid)), replace=False)]
     v = scanner.run(prompts, [as_sets([u]) for u in picks], {task.metric_name: task.metric})[task.metric_name]

@@ -237,7 +237,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     df["n_prompts"] = len(job.df)
     df["n_units"] = len(job.units)
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
-                            int(cfg.get("control_draws", 10)), seed)
+                            int(cfg.get("control_draws", 10)), seed, exclude=[ranked[0]["unit"]])
     ctrl["clean"] = clean
     ctrl["floor"] = floor
     io.write_parquet(df, out_curve)

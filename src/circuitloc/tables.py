@@ -19,12 +19,13 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     for model, card in cards.items():
         s, c = scores[model], curves[model]
         top = s.loc[s["drop"].idxmax()]
-        clean_score = float(s[f"{t.metric_name}_clean"].iloc[0])
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
                f"baseline_{t.metric_name}": float(c["clean"].iloc[0]), "curve_prompts": int(c["n_prompts"].iloc[0]),
                "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
-               "top_head_pct": 100 * float(top["drop"]) / clean_score if clean_score else np.nan,
+               # % of the way to 'task gone': drop / clean for LD and accuracy; for the induction loss,
+               # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
+               "top_head_pct": 100 * float(top["damage"]),
                "top_head_damage": float(top["damage"])}
         for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"].iloc[0])
@@ -50,14 +51,14 @@ def table2(task: str, cards: dict, curves: dict, controls: dict) -> pd.DataFrame
         first = c[(c["method"] == "ranked") & (c["step"] == 1)].iloc[0]
         clean = float(first["clean"])
         ablated = float(first[t.metric_name])
-        d = float(M.drop(clean, ablated, t.higher_is_better))
+        floor = float(first["floor"])
         ctrl = controls[model]
-        ctrl_pct = 100 * ctrl["drop"].to_numpy() / abs(clean) if clean else np.full(len(ctrl), np.nan)
+        ctrl_pct = 100 * M.damage(clean, ctrl[t.metric_name].to_numpy(), floor, t.higher_is_better)
         rows.append({
             "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
             "top_head": f"{int(first['layer'])}.{int(first['head'])}",
             f"{t.metric_name}_top_ablated": ablated,
-            "drop_pct": 100 * d / abs(clean) if clean else np.nan,
+            "drop_pct": 100 * float(first["damage"]),
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" else None,
             "control_draws": int(len(ctrl)),
             "control_drop_pct_mean": float(np.mean(ctrl_pct)),
@@ -71,4 +72,4 @@ def to_markdown(df: pd.DataFrame, title: str) -> str:
     for col in fmt.columns:
         if fmt[col].dtype.kind == "f":
             fmt[col] = fmt[col].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-    return f"### {title}\n\n" + fmt.to_markdown(index=False) + "\n"
+    return f"### {title}\n\n" + fmt.to_markdown(index=False, disable_numparse=True) + "\n"
