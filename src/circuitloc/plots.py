@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _grid(df: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -51,6 +52,7 @@ def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float =
         ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"{int(threshold * 100)}% damage")
         ax.set_title(kind.upper())
         ax.set_xlabel("units ablated")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     axes[0, 0].set_ylabel("damage (1 = task gone)")
     fig.suptitle(title)
@@ -59,24 +61,28 @@ def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float =
 
 
 def scale(table1s: dict):
-    """Top head score and heads-to-80% against parameter count, one line per family, a column per task."""
+    """Top head score and heads-to-80% against parameter count, a column per task; one line per
+    family and attention type (the toy pair is two points of one size: MHA and GQA)."""
     tasks = list(table1s)
     fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 7), squeeze=False)
+    markers = {"mha": "o", "gqa": "s"}
     for c, task in enumerate(tasks):
         t = table1s[task]
-        for family, g in t.groupby("family"):
+        for (family, attention), g in t.groupby(["family", "attention"]):
             g = g.sort_values("n_params")
-            axes[0, c].plot(g["n_params"], g["top_head_pct"], marker="o", label=family)
+            label = f"{family} ({attention.upper()})"
+            axes[0, c].plot(g["n_params"], g["top_head_pct"], marker=markers.get(attention, "^"), label=label)
             h = pd.to_numeric(g["heads_to_80"], errors="coerce")
-            axes[1, c].plot(g["n_params"], h, marker="o", label=family)
+            axes[1, c].plot(g["n_params"], h, marker=markers.get(attention, "^"), label=label)
             for x, raw in zip(g["n_params"], g["heads_to_80"]):
-                if str(raw).startswith(">"):
+                if str(raw).startswith(">"):  # never reached 80%: say so instead of plotting a number
                     axes[1, c].annotate(str(raw), (x, 0), fontsize=7)
         axes[0, c].set_title(task)
         for r in range(2):
             axes[r, c].set_xscale("log")
             axes[r, c].set_xlabel("parameters")
-        axes[0, c].set_ylabel("top head score (% of clean)")
+        axes[1, c].yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[0, c].set_ylabel("top head score (% damage)")
         axes[1, c].set_ylabel("heads to 80% damage")
         axes[0, c].legend(fontsize=8)
     fig.tight_layout()
