@@ -14,6 +14,9 @@ if not config:
 validate(config, "config/schema.yaml")
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/datasets.smk"
@@ -21,6 +24,7 @@ include: "rules/scores.smk"
 include: "rules/curves.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
+include: "rules/report.smk"
 
 
 rule all:

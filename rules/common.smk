@@ -1,6 +1,14 @@
+import os
 import re
 import copy
 import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
 
 
 MODELS = list(config["models"])
@@ -37,9 +45,9 @@ def model_spec(model):
 
 
 def model_build_spec(model):
-    """What the model stage depends on: not the model's task or curve overrides, so changing
-    those never retrains or reconverts a model."""
-    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves")}
+    """What the model stage depends on: not the model's task or curve overrides, nor its size hint or
+    resources, so changing those never retrains or reconverts a model."""
+    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources")}
 
 
 def task_config(task, model):
@@ -61,9 +69,83 @@ def card(model):
     return f"results/models/{model}/card.json"
 
 
-def gb_for(model):
-    """Memory from the model size: fp32 weights plus activations and a margin (GB)."""
-    return int(config.get("resources", {}).get("mem_gb", {}).get(model, 4))
+# ---- Resources per job ---------------------------------------------------------------------------
+# Cards exist only after the models stage, so a job's resources come from the config: the model's
+# `size:` hint (params_b, n_layers, n_heads; set in config/paper.yaml) or its toy recipe. Without a
+# hint (a gguf or hf model nobody sized) a job gets the small CPU defaults below. The top-level
+# `resources:` block (every job), then the model's own `resources:` block (the jobs that run the
+# model: datasets, scores, curves) override the estimate key by key.
+#
+#   mem_mb   host memory: 2 GB + twice the weights (bytes/param from the model's dtype) for jobs that
+#            load the model; the models stage loads nothing for hf (meta device), 2 GB for toys.
+#   runtime  minutes: base + k * params_b * units / 100 for scores and curves, units = n_layers *
+#            n_heads (every unit score and every curve step is a pass over the prompts), base +
+#            k * params_b for datasets; times 30 on a CPU. Models: 30 + 10 * params_b (download).
+#   gpu      1 for the jobs that run the model (datasets, scores, curves) when device is cuda; the
+#            SLURM plugin turns it into --gpus=1 (or set gres / gpu_model per model or globally).
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+RESOURCE_KEYS = ("mem_mb", "runtime", "gpu", "gpu_model", "gres", "constraint", "slurm_partition",
+                 "slurm_account", "slurm_extra", "qos")
+# stage: (base minutes, minutes per billion parameters x 100 units, on a GPU)
+RUNTIME = {"dataset": (10, 2), "scores": (10, 1), "curves": (30, 4), "small": (10, 0)}
+GPU_STAGES = ("dataset", "scores", "curves")
+CPU_SLOWDOWN = 30
+
+
+def model_size(model):
+    """(params_b, units) from the config: the `size` hint, else a toy's recipe, else (0, 0)."""
+    spec = model_spec(model)
+    hint = spec.get("size", {})
+    if spec.get("source") == "toy" and not hint:
+        t = spec.get("toy", {})
+        d, n_layers, vocab = t.get("d_model", 128), t.get("n_layers", 2), 4096
+        return (n_layers * 12 * d * d + 2 * vocab * d) / 1e9, n_layers * t.get("n_heads", 8)
+    return float(hint.get("params_b", 0)), int(hint.get("n_layers", 0)) * int(hint.get("n_heads", 0))
+
+
+def estimate_resources(model, stage):
+    """The estimate for one job of `stage` ('model', 'dataset', 'scores', 'curves', 'small') on `model`
+    (None for jobs over many models), with the config's overrides applied."""
+    cuda = config.get("device", "cpu") == "cuda"
+    params_b, units = model_size(model) if model else (0.0, 0)
+    weights_gb = params_b * DTYPE_BYTES[model_spec(model).get("dtype", "float32")] if model else 0.0
+    if stage == "model":
+        gguf = model and model_spec(model).get("source") == "gguf"
+        mem_gb = 2 + (3 * weights_gb if gguf else 0)  # gguf: quantized file, dequantized copy, saved copy
+        runtime = 30 + 10 * params_b  # a download of the hf checkpoint, or training a toy on one core
+    else:
+        base, k = RUNTIME[stage]
+        mem_gb = 2 + (2 * weights_gb if stage in GPU_STAGES else 0)
+        per_unit = units / 100 if stage in ("scores", "curves") else 1  # datasets: passes over prompts only
+        runtime = base + k * params_b * per_unit * (1 if cuda else CPU_SLOWDOWN)
+    res = {"mem_mb": int(1024 * math.ceil(mem_gb)), "runtime": int(math.ceil(runtime))}
+    if cuda and stage in GPU_STAGES:
+        res["gpu"] = 1
+    overrides = dict(config.get("resources", {}))
+    if model and stage in GPU_STAGES:  # a model's own block is for the jobs that run it
+        overrides.update(model_spec(model).get("resources", {}))
+    if stage not in GPU_STAGES or not cuda:  # GPU settings only for GPU jobs
+        overrides = {k: v for k, v in overrides.items() if k not in ("gpu", "gpu_model", "gres")}
+    elif "gres" in overrides:
+        res.pop("gpu")  # a cluster that wants --gres=gpu:... gets only that
+    res.update(overrides)
+    return res
+
+
+def job_resources(stage, per_model=True):
+    """Keyword arguments for a rule's `resources:` (`**job_resources("scores")`): one callable per
+    resource name any job may set, returning None (no request) where a job sets none."""
+    keys = set(estimate_resources(None, "small")) | ({"gpu"} if config.get("device") == "cuda" else set())
+    for spec in [config] + [model_spec(m) for m in MODELS]:
+        keys |= set(spec.get("resources", {}))
+
+    def value(key):
+        if per_model:
+            return lambda wc: estimate_resources(wc.model, stage).get(key)
+        return lambda wc: estimate_resources(None, stage).get(key)
+
+    return {k: value(k) for k in RESOURCE_KEYS if k in keys}
 
 
 def per_model(pattern):
@@ -78,4 +160,22 @@ def all_outputs():
             out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
                     f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
     out += [f"results/figures/scale_{abl}.png" for abl in ABLATIONS]
-    return out
+    return out + ["results/report.html"]
+
+
+def report_inputs():
+    """Every table and figure the run makes: what the report collects."""
+    return [f for f in all_outputs() if f.startswith(("results/tables/", "results/figures/"))]
+
+
+def build_report(html, log_path):
+    """`snakemake --report` on this workflow with this run's effective config, so the report shows the
+    DAG just built. It only reads the records under .snakemake (no lock needed beside the run)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "config.yaml"
+        cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workflow.main_snakefile), "--directory",
+               os.getcwd(), "--configfile", str(cfg), "--nolock", "--report", html]
+        env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}  # no executor profile
+        with open(log_path, "w") as log_file:
+            subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=True, timeout=3600)

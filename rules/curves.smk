@@ -14,6 +14,8 @@ rule curves:
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
     threads: 1
+    resources:
+        **job_resources("curves"),
     conda:
         "../envs/circuitloc.yaml"
     script:

@@ -14,6 +14,8 @@ rule dataset:
     log:
         "results/logs/data/{task}/{model}.log",
     threads: 1
+    resources:
+        **job_resources("dataset"),
     conda:
         "../envs/circuitloc.yaml"
     script:
@@ -33,6 +35,8 @@ rule dataset_shared_facts:
     log:
         "results/logs/data/facts_shared/{model}.log",
     threads: 1
+    resources:
+        **job_resources("small"),
     conda:
         "../envs/circuitloc.yaml"
     script:

@@ -8,7 +8,7 @@ rule model:
         "results/logs/models/{model}.log",
     threads: 1
     resources:
-        mem_mb=lambda wc: 1024 * gb_for(wc.model),
+        **job_resources("model"),
     conda:
         "../envs/circuitloc.yaml"
     script:

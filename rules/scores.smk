@@ -10,6 +10,8 @@ rule scores:
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
     threads: 1
+    resources:
+        **job_resources("scores"),
     conda:
         "../envs/circuitloc.yaml"
     script:

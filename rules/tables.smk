@@ -4,13 +4,21 @@ rule table1:
         scores=per_model("results/scores/{task}/{model}/{ablation}.parquet"),
         curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
     output:
-        csv="results/tables/table1_{task}_{ablation}.csv",
+        csv=report(
+            "results/tables/table1_{task}_{ablation}.csv",
+            caption="../report/table1.rst",
+            category="{task}",
+            subcategory="{ablation} ablation",
+            labels={"output": "Table 1: localization", "task": "{task}", "ablation": "{ablation}"},
+        ),
         md="results/tables/table1_{task}_{ablation}.md",
     params:
         threshold=config["curves"]["threshold"],
         models=lambda wc: models_for(wc.task),
     log:
         "results/logs/tables/table1_{task}_{ablation}.log",
+    resources:
+        **job_resources("small", per_model=False),
     conda:
         "../envs/circuitloc.yaml"
     script:
@@ -23,12 +31,20 @@ rule table2:
         curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
         controls=per_model("results/curves/{task}/{model}/{ablation}.control.parquet"),
     output:
-        csv="results/tables/table2_{task}_{ablation}.csv",
+        csv=report(
+            "results/tables/table2_{task}_{ablation}.csv",
+            caption="../report/table2.rst",
+            category="{task}",
+            subcategory="{ablation} ablation",
+            labels={"output": "Table 2: necessity check", "task": "{task}", "ablation": "{ablation}"},
+        ),
         md="results/tables/table2_{task}_{ablation}.md",
     params:
         models=lambda wc: models_for(wc.task),
     log:
         "results/logs/tables/table2_{task}_{ablation}.log",
+    resources:
+        **job_resources("small", per_model=False),
     conda:
         "../envs/circuitloc.yaml"
     script:

@@ -9,6 +9,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from helpers import tiny_model, word_tokenizer  # noqa: E402
+from workflow_helpers import CORES, copy_workflow, smk  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +26,10 @@ def tiny_dirs(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """The workflow copied to a scratch directory and run on the tiny test config (default target:
+    every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests."""
+    work = copy_workflow(tmp_path_factory.mktemp("wf"))
+    smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+    return work

@@ -3,27 +3,14 @@ regression against stored tables, and 'only what changed is recomputed'."""
 
 import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import ROOT, smk
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 EXPECTED = ROOT / ".test" / "expected"
 RTOL, ATOL = 1e-3, 1e-4  # same machine type, one torch thread: differences are float summation order
-
-
-def smk(*args, cwd=ROOT, check=True, timeout=1500):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
-    p = subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
-    return p
 
 
 def test_lint_is_clean():
@@ -53,27 +40,19 @@ def test_schema_error_names_the_field(tmp_path):
     assert "bogus" in out and "source" in out
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """The workflow copied to a scratch directory and run on the tiny test config."""
-    work = tmp_path_factory.mktemp("wf")
-    for name in ("Snakefile", "rules", "workflow", "config", ".test"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    smk("--cores", "2", "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
-    return work
+# tiny_run: tests/conftest.py (one run shared with the report and SLURM tests)
 
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("table", ["table1_ioi_zero", "table2_ioi_zero", "table1_induction_zero",
                                    "table1_facts_zero", "table1_facts_shared_zero"])
 def test_tables_match_stored_expected(tiny_run, table):
-    got = pd.read_csv(tiny_run / "results" / "tables" / f"{table}.csv")
+    got = pd.read_csv(tiny_run / "results" / "tables" / f"{table}.csv", dtype={"top_head": str})
     exp_path = EXPECTED / f"{table}.csv"
     if os.environ.get("CIRCUITLOC_UPDATE_EXPECTED"):
         EXPECTED.mkdir(exist_ok=True)
         got.to_csv(exp_path, index=False)
-    exp = pd.read_csv(exp_path)
+    exp = pd.read_csv(exp_path, dtype={"top_head": str})
     assert list(got.columns) == list(exp.columns)
     for col in exp.columns:
         if exp[col].dtype.kind in "fi":

@@ -1,0 +1,70 @@
+"""The HTML report: built by the default run (results/report.html) and by `snakemake --report`,
+it holds every table and figure, each with its caption, the file itself embedded."""
+
+import base64
+import json
+import re
+
+import pytest
+from workflow_helpers import smk
+
+pytestmark = pytest.mark.workflow
+
+CAPTIONS = {"table1": "Table 1", "table2": "Table 2", "fig1_heatmap": "Figure 1", "fig2_curves": "Figure 2",
+            "scale": "Scale figure"}
+TASKS = ("ioi", "induction", "facts", "facts_shared")
+
+
+def _results(html):
+    """The report's `var results = {...}`: path -> name, caption, labels, data_uri, ..."""
+    text = html.read_text()
+    m = re.search(r"^\s*var results = (?=\{)", text, flags=re.M)
+    assert m, f"{html}: no results in the report"
+    results, _ = json.JSONDecoder().raw_decode(text, m.end())
+    return results, text
+
+
+def _expected(run):
+    files = sorted(run.glob("results/tables/*.csv")) + sorted(run.glob("results/figures/*.png"))
+    names = {f.stem for f in files}
+    # the tiny config: every task, one ablation kind
+    for task in TASKS:
+        for kind in ("table1", "table2", "fig1_heatmap", "fig2_curves"):
+            assert f"{kind}_{task}_zero" in names, f"{kind}_{task}_zero"
+    assert "scale_zero" in names
+    return files
+
+
+def _check_report(html, run):
+    assert html.is_file() and html.stat().st_size > 10_000, html
+    results, text = _results(html)
+    files = _expected(run)
+    for f in files:
+        key = str(f.relative_to(run))
+        assert key in results, f"{key} is not in {html.name}"
+        entry = results[key]
+        kind = re.match(r"(table1|table2|fig1_heatmap|fig2_curves|scale)_", f.name).group(1)
+        caption = entry.get("caption", "")
+        assert CAPTIONS[kind] in caption, (key, caption[:200])
+        assert "{{" not in caption and "}}" not in caption, (key, caption[:200])
+        if kind != "scale":
+            task = entry["labels"]["task"]
+            assert f"({task}, zero ablation)" in caption, (key, caption[:200])
+        # the file itself is in the report, byte for byte
+        header, _, payload = entry["data_uri"].partition("base64,")
+        assert header.startswith("data:"), key
+        assert base64.b64decode(payload) == f.read_bytes(), f"{key}: the embedded copy differs from the file"
+    # nothing else is reported, and the workflow description is there
+    assert set(results) == {str(f.relative_to(run)) for f in files}, sorted(set(results) ^ {str(f.relative_to(run)) for f in files})
+    assert "circuitloc" in text and "heads-to-80%" in text
+
+
+def test_default_run_builds_the_report(tiny_run):
+    _check_report(tiny_run / "results" / "report.html", tiny_run)
+    assert (tiny_run / "results" / "logs" / "report.log").read_text().rstrip().endswith("Report created.")
+
+
+def test_snakemake_report_command(tiny_run):
+    out = tiny_run / "by_hand.html"
+    smk("--report", str(out), "--configfile", ".test/config.yaml", cwd=tiny_run, timeout=600)
+    _check_report(out, tiny_run)

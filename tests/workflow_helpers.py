@@ -1,0 +1,34 @@
+"""Running the workflow from tests: Snakemake as a subprocess, in a scratch copy of the workflow."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+# What a run needs from the checkout (src/ is put on PYTHONPATH; resources/ is found through it).
+WORKFLOW_FILES = ("Snakefile", "rules", "workflow", "config", ".test", "envs", "report", "profiles")
+# Jobs at once in the test runs (every job uses one torch thread).
+CORES = os.environ.get("CIRCUITLOC_TEST_CORES", "2")
+
+
+def smk_env(**extra):
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), **extra}
+
+
+def smk(*args, cwd=ROOT, check=True, timeout=1500, env=None):
+    p = subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env or smk_env(), capture_output=True, text=True,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    return p
+
+
+def copy_workflow(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    return dest
