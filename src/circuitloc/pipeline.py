@@ -40,7 +40,7 @@ def setup(log_path=None, threads: int = 1, seed: int = 0) -> None:
 # -- models ------------------------------------------------------------------------------
 def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
     from .models.card import make_card
-    from .models.load import load_hf, resolve_hf
+    from .models.load import load_tokenizer, resolve_hf
 
     source = spec.get("source")
     t0 = time.time()
@@ -63,18 +63,11 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
         extra = {"hf": spec["hf"]}
     else:
         raise ModelSourceError(f"model {name!r}: unknown source {source!r} (expected toy, gguf or hf)")
-    _, tokenizer = load_hf(path) if source != "hf" else (None, _tokenizer(path))
-    card = make_card(name, spec, path, tokenizer, extra)
+    card = make_card(name, spec, path, load_tokenizer(path), extra)
     card["build_seconds"] = round(time.time() - t0, 1)
     io.write_json(card, card_path)
     log.info("model %s: %s", name, {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads")})
     return card
-
-
-def _tokenizer(path):
-    from .models.load import load_tokenizer
-
-    return load_tokenizer(path)
 
 
 # -- datasets ----------------------------------------------------------------------------
