@@ -80,3 +80,19 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         t1 = table1("ioi", {"planted": card}, {"planted": scores}, {"planted": curve})
         assert t1.loc[0, "top_head"] == f"{A_[0]}.{A_[1]}" and t1.loc[0, "heads_to_80"] == "2"
         assert M.format_heads_to(M.heads_to_threshold(curve["damage"][:1], 0.8), 1) == "> 1"
+
+
+def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
+    from circuitloc.ablation import random_control
+
+    m = planted_model(4)
+    card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 4, "d_head": D // H}
+    p = Prompts(torch.randint(3, 8, (3, 5)), torch.full((3,), 4), {"io_id": torch.full((3,), 1),
+                                                                  "s_id": torch.full((3,), 2)})
+    sc = Scanner(m, H, D // H)
+    ctrl = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=10, seed=0, exclude=["L0H3"])
+    assert set(ctrl["layer"]) == {0} and "L0H3" not in set(ctrl["unit"]) and len(ctrl) == H - 1
+    assert np.allclose(ctrl["ld"], ctrl["ld"].iloc[0])  # heads that write nothing change nothing
+    again = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2, seed=0, exclude=["L0H3"])
+    assert list(again["unit"]) == list(random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2,
+                                                      seed=0, exclude=["L0H3"])["unit"])

@@ -141,7 +141,8 @@ def build_shared_facts(model: str, member_paths: dict, n_score: int, seed: int, 
 class _Job:
     """What a score or curve job holds: model, task, prompts and the ablation's replacement."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows="score", device="cpu"):
+    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu"):
+        """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve)."""
         from .models.load import engine_model, load
         from .scan import Scanner
 
@@ -150,7 +151,7 @@ class _Job:
         self.kind, self.unit = A.parse_ablation(ablation)
         self.bridge, self.tok = load(card, device)
         df = pd.read_parquet(dataset)
-        self.df = df[df["score"]].reset_index(drop=True) if rows == "score" else df
+        self.df = (df[df["score"]] if rows is None else df.iloc[rows]).reset_index(drop=True)
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
         self.scanner = Scanner(engine_model(self.bridge), card["n_heads"], card["d_head"], batch_tokens)
@@ -210,10 +211,8 @@ def attention_scores(job) -> pd.DataFrame:
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
           device="cpu"):
-    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows="all", device=device)
-    n_curve = int(cfg.get("n_curve") or len(job.df))
-    job.df = job.df.iloc[:n_curve].reset_index(drop=True)
-    job.prompts = to_prompts(job.df, job.task, job.pad)
+    rows = slice(None, int(cfg["n_curve"]) if cfg.get("n_curve") else None)
+    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device)
     floor, clean = job.floor(), job.clean()
     scores = pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
     by_label = {u["unit"]: u for u in job.units}
