@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,7 +73,12 @@ def test_facts_file_is_curated():
         assert r["answer"].isalpha()
         assert r["qa"].startswith("Q: ") and r["qa"].endswith("\nA:")
         assert r["answer"].lower() not in r["natural"].lower().split()
-    spot = {("France", "capital_of"): "Paris", ("Japan", "capital_of"): "Tokyo"}
+        # a prefix that the answer continues: no trailing space or sentence end before it
+        assert r["natural"] == r["natural"].rstrip() and not re.search(r"[a-z]{2,}[.?!]$", r["natural"])
+    spot = {("France", "capital_of"): "Paris", ("Japan", "capital_of"): "Tokyo",
+            ("Japan", "currency_of"): "yen", ("Hg", "element_with_symbol"): "mercury",
+            ("solar system", "hottest_planet"): "Venus", ("North Star", "star_name"): "Polaris",
+            ("The Great Gatsby", "author_of"): "Fitzgerald", ("Kenya", "currency_of"): "shilling"}
     got = {(r.subject, r.relation): r.answer for r in df.itertuples()}
     for key, answer in spot.items():
         assert got.get(key) == answer, key
