@@ -56,7 +56,6 @@ def _model(args):
     card = json.loads(Path(args.card).read_text())
     card["dtype"] = args.dtype
     bridge, tok = load(card, args.device)
-    import pandas as pd
 
     from circuitloc.tasks.common import pad_id
     from circuitloc.tasks.ioi import build, generate
@@ -134,8 +133,7 @@ def main(argv=None):
     from scipy.stats import spearmanr
 
     nv, ev = np.array(naive["values"]), np.array(engine["values"])
-    clean_n, clean_e = nv[0], ev[0]
-    drops_n, drops_e = clean_n - nv[1:], clean_e - ev[1:]
+    drops_n = nv[0] - nv[1:]
     L, H = engine["layers"], engine["heads"]
     floor = sum(H * (L - l) / L for l in range(L))
     model = args.random or "smollm2-135m"

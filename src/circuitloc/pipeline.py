@@ -7,7 +7,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
