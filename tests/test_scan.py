@@ -113,3 +113,19 @@ def test_kv_unit_equals_zeroing_the_value_head(tiny_dirs):
         logits = bridge.run_with_hooks(p.input_ids, fwd_hooks=[(f"blocks.{layer}.attn.hook_v", zero_v)])
     ref = ld(logits[torch.arange(len(p)), p.last_pos], p.fields)
     assert torch.allclose(ours, ref, atol=1e-4)
+
+
+def test_mean_replacement_is_the_mean_z_over_real_positions(tiny_dirs):
+    card = card_for(tiny_dirs["qwen_gqa"])
+    bridge, tok = load(card)
+    p = _prompts(len(tok), n=6, seed=3)  # mixed lengths: padding must not enter the mean
+    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=12)
+    mean = mean_replacement(sc, p)
+    for layer in range(card["n_layers"]):
+        zs = []
+        for i in range(len(p)):
+            with torch.no_grad():
+                _, cache = bridge.run_with_cache(p.input_ids[i : i + 1, : int(p.last_pos[i]) + 1],
+                                                 names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
+            zs.append(cache[f"blocks.{layer}.attn.hook_z"][0])
+        assert torch.allclose(mean[layer], torch.cat(zs).mean(0), atol=1e-5)

@@ -38,27 +38,26 @@ def units(card: dict, unit: str = "query") -> list[dict]:
 
 
 def mean_replacement(scanner: Scanner, prompts: Prompts) -> dict:
-    """Each head's mean output (z) over all real positions of the task set."""
+    """Each head's mean output (z) over all real positions of the task set. Length buckets hold
+    no padding and respect the scanner's token budget."""
     from .scan import _out_proj
 
     sums: dict[int, torch.Tensor] = {}
-    count = 0
-    mask = (torch.arange(prompts.input_ids.shape[1])[None] <= prompts.last_pos[:, None]).float()
     handles = []
     for i, layer in enumerate(scanner.layers):
         def hook(mod, args, i=i):
             z = args[0].view(*args[0].shape[:2], scanner.n_heads, scanner.d_head)
-            m = mask[: z.shape[0], : z.shape[1], None, None].to(z)
-            sums[i] = sums.get(i, 0) + (z * m).sum(dim=(0, 1))
+            sums[i] = sums.get(i, 0) + z.sum(dim=(0, 1))
         handles.append(_out_proj(layer).register_forward_pre_hook(hook))
+    dev = scanner.unembed.weight.device
     try:
         with torch.no_grad():
-            dev = scanner.unembed.weight.device
-            scanner.base(input_ids=prompts.input_ids.to(dev), use_cache=False)
+            for rows in prompts.buckets(scanner.max_batch_tokens):
+                scanner.base(input_ids=prompts.take(rows).input_ids.to(dev), use_cache=False)
     finally:
         for h in handles:
             h.remove()
-    count = mask.sum()
+    count = float((prompts.last_pos + 1).sum())
     return {i: s / count for i, s in sums.items()}
 
 
@@ -130,7 +129,8 @@ def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, se
     """Negative control: single random units from the middle third of layers (for a 2-layer
     model, layer 0), never the units in `exclude` (the top unit)."""
     lo, hi = n_layers // 3, max(n_layers // 3 + 1, (2 * n_layers) // 3)
-    mid = [u for u in unit_rows if lo <= u["layer"] < hi and u["unit"] not in set(exclude)]
+    exclude = set(exclude)
+    mid = [u for u in unit_rows if lo <= u["layer"] < hi and u["unit"] not in exclude]
     rng = np.random.default_rng(seed)
     picks = [mid[i] for i in rng.choice(len(mid), size=min(draws, len(mid)), replace=False)]
     v = scanner.run(prompts, [as_sets([u]) for u in picks], {task.metric_name: task.metric})[task.metric_name]
