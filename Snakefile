@@ -24,6 +24,7 @@ include: "rules/scores.smk"
 include: "rules/curves.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
+include: "rules/analysis.smk"
 include: "rules/report.smk"
 
 

@@ -13,7 +13,31 @@ import yaml
 
 MODELS = list(config["models"])
 TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
-ABLATIONS = list(config.get("ablations", ["zero"]))
+ABLATION_DEFAULTS = {"kinds": ["zero"], "units": ["query"], "min_group": 8}
+
+
+def ablation_block(model=None):
+    """The `ablation:` block (kinds, units, min_group), with the model's own block on top."""
+    block = {**ABLATION_DEFAULTS, **config.get("ablation", {})}
+    if model is not None:
+        block.update(model_spec(model).get("ablation", {}))
+    return block
+
+
+def model_ablations(model):
+    """Every (kind, unit) this model is scored under, named kind-unit as in the paths."""
+    b = ablation_block(model)
+    return [f"{k}-{u}" for k in b["kinds"] for u in b["units"]]
+
+
+def ablation_opts():
+    """What a score job needs beyond the ablation's name: the aligned-group size and the resample seed."""
+    return {"min_group": int(ablation_block()["min_group"]), "seed": int(config["seed"])}
+
+
+def bootstrap_opts():
+    b = {"n": 1000, "ci": 0.95, **config.get("bootstrap", {})}
+    return {"n": int(b["n"]), "ci": float(b["ci"]), "seed": int(config["seed"])}
 
 
 def family_members(model):
@@ -21,12 +45,12 @@ def family_members(model):
     return [m for m in MODELS if model_spec(m).get("family", m) == fam]
 
 
-def models_for(task):
+def models_for(task, ablation=None):
     """facts_shared is only a new condition for families of two or more models; for a family of one
-    it would repeat the per-model facts run exactly, so those models are left out of it."""
-    if task == "facts_shared":
-        return [m for m in MODELS if len(family_members(m)) > 1]
-    return MODELS
+    it would repeat the per-model facts run exactly, so those models are left out of it. With an
+    ablation: only the models scored under it."""
+    models = [m for m in MODELS if task != "facts_shared" or len(family_members(m)) > 1]
+    return [m for m in models if ablation is None or ablation in model_ablations(m)]
 
 
 def dataset_tasks():
@@ -37,7 +61,7 @@ def dataset_tasks():
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     task="ioi|induction|facts|facts_shared",
-    ablation="[a-z]+(-query|-kv)?",
+    ablation="(zero|mean|resample)-(query|kv)",
 
 
 def model_spec(model):
@@ -47,7 +71,7 @@ def model_spec(model):
 def model_build_spec(model):
     """What the model stage depends on: not the model's task or curve overrides, nor its size hint or
     resources, so changing those never retrains or reconverts a model."""
-    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources")}
+    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation")}
 
 
 def task_config(task, model):
@@ -67,6 +91,9 @@ def curve_config(task, model):
 
 def card(model):
     return f"results/models/{model}/card.json"
+
+
+ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 
 
 # ---- Resources per job ---------------------------------------------------------------------------
@@ -149,17 +176,40 @@ def job_resources(stage, per_model=True):
 
 
 def per_model(pattern):
-    """One file per configured model, in MODELS order (the scripts zip them back with params.models)."""
-    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation) for m in models_for(wc.task)]
+    """One file per model scored on this task under this ablation, in MODELS order (the scripts zip
+    them back with params.models)."""
+    return lambda wc: [pattern.format(task=wc.task, model=m, ablation=wc.ablation)
+                       for m in models_for(wc.task, wc.ablation)]
+
+
+def table_pairs():
+    """(task, ablation) pairs that have at least one model: one Table 1/2 and Figure 1/2 each."""
+    return [(t, a) for t in dataset_tasks() for a in ABLATIONS if models_for(t, a)]
+
+
+def stability_entries(task):
+    """What the stability table of `task` reads, per model and ablation (facts: the shared scores too)."""
+    out = []
+    for m in models_for(task):
+        for a in model_ablations(m):
+            e = {"model": m, "card": card(m), "ablation": a,
+                 "scores": f"results/scores/{task}/{m}/{a}.parquet",
+                 "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
+                 "dataset": f"results/data/{task}/{m}.parquet"}
+            if task == "facts":
+                e["shared"] = f"results/scores/facts_shared/{m}/{a}.parquet" if m in models_for("facts_shared", a) else None
+            out.append(e)
+    return out
 
 
 def all_outputs():
     out = [card(m) for m in MODELS]
-    for task in dataset_tasks():
-        for abl in ABLATIONS:
-            out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
-                    f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
+    for task, abl in table_pairs():
+        out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
+                f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
     out += [f"results/figures/scale_{abl}.png" for abl in ABLATIONS]
+    out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
+    out += ["results/tables/robustness.csv", "results/tables/specificity.csv"]
     return out + ["results/report.html"]
 
 

@@ -9,6 +9,8 @@ rule curves:
     params:
         cfg=lambda wc: curve_config(wc.task, wc.model),
         seed=config["seed"],
+        opts=ablation_opts(),
+        bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
     log:

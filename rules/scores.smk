@@ -3,8 +3,11 @@ rule scores:
         card="results/models/{model}/card.json",
         data="results/data/{task}/{model}.parquet",
     output:
-        "results/scores/{task}/{model}/{ablation}.parquet",
+        scores="results/scores/{task}/{model}/{ablation}.parquet",
+        prompts="results/scores/{task}/{model}/{ablation}.prompts.parquet",
     params:
+        opts=ablation_opts(),
+        bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
     log:

@@ -11,7 +11,8 @@ from workflow_helpers import smk
 pytestmark = pytest.mark.workflow
 
 CAPTIONS = {"table1": "Table 1", "table2": "Table 2", "fig1_heatmap": "Figure 1", "fig2_curves": "Figure 2",
-            "scale": "Scale figure"}
+            "scale": "Scale figure", "stability": "Stability", "robustness": "Robustness", "specificity": "Specificity"}
+PER_ABLATION = ("table1", "table2", "fig1_heatmap", "fig2_curves")
 TASKS = ("ioi", "induction", "facts", "facts_shared")
 
 
@@ -27,11 +28,13 @@ def _results(html):
 def _expected(run):
     files = sorted(run.glob("results/tables/*.csv")) + sorted(run.glob("results/figures/*.png"))
     names = {f.stem for f in files}
-    # the tiny config: every task, one ablation kind
+    # the tiny config: every task under every ablation (kv only for tiny_gqa, mean only for tiny_gqa)
     for task in TASKS:
-        for kind in ("table1", "table2", "fig1_heatmap", "fig2_curves"):
-            assert f"{kind}_{task}_zero" in names, f"{kind}_{task}_zero"
-    assert "scale_zero" in names
+        for abl in ("zero-query", "mean-query", "resample-query", "zero-kv", "mean-kv", "resample-kv"):
+            for kind in PER_ABLATION:
+                assert f"{kind}_{task}_{abl}" in names, f"{kind}_{task}_{abl}"
+    assert {"scale_zero-query", "robustness", "specificity"} <= names
+    assert {f"stability_{t}" for t in TASKS if t != "facts_shared"} <= names
     return files
 
 
@@ -43,13 +46,13 @@ def _check_report(html, run):
         key = str(f.relative_to(run))
         assert key in results, f"{key} is not in {html.name}"
         entry = results[key]
-        kind = re.match(r"(table1|table2|fig1_heatmap|fig2_curves|scale)_", f.name).group(1)
+        kind = re.match(r"(table1|table2|fig1_heatmap|fig2_curves|scale|stability|robustness|specificity)", f.name).group(1)
         caption = entry.get("caption", "")
         assert CAPTIONS[kind] in caption, (key, caption[:200])
         assert "{{" not in caption and "}}" not in caption, (key, caption[:200])
-        if kind != "scale":
-            task = entry["labels"]["task"]
-            assert f"({task}, zero ablation)" in caption, (key, caption[:200])
+        if kind in PER_ABLATION:
+            task, abl = entry["labels"]["task"], entry["labels"]["ablation"]
+            assert f"({task}, {abl} ablation)" in caption, (key, caption[:200])
         # the file itself is in the report, byte for byte
         header, _, payload = entry["data_uri"].partition("base64,")
         assert header.startswith("data:"), key

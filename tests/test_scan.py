@@ -3,7 +3,10 @@
 import pytest
 import torch
 
-from circuitloc.ablation import as_sets, mean_replacement, units
+import numpy as np
+
+from circuitloc.ablation import as_sets, units
+from circuitloc.replacement import mean_replacement, resample_replacement, resample_sources
 from circuitloc.models.load import engine_model, load
 from circuitloc.scan import Prompts, Scanner, naive_run
 
@@ -25,7 +28,8 @@ def ld(logits, f):
 
 @pytest.mark.parametrize("kind", ["neox", "qwen_gqa", "qwen_mha"])
 @pytest.mark.parametrize("budget", [100000, 40, 7])
-@pytest.mark.parametrize("ablation", ["zero", "zero-kv", "mean", "mean-kv"])
+@pytest.mark.parametrize("ablation", ["zero", "zero-kv", "mean", "mean-kv", "mean_aligned", "resample",
+                                      "resample-kv"])
 def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
     card = card_for(tiny_dirs[kind])
     bridge, tok = load(card)
@@ -33,7 +37,15 @@ def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
     unit_rows = units(card, "kv" if ablation.endswith("kv") else "query")
     sets = [{}] + [as_sets([u]) for u in unit_rows] + [as_sets(unit_rows[:3]), as_sets(unit_rows[2:7:2])]
     sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
-    repl = mean_replacement(sc, p) if ablation.startswith("mean") else None
+    n = len(p)
+    if ablation.startswith("mean_aligned"):  # per-position means of two groups (4-D, indexed by row)
+        repl = mean_replacement(sc, p, groups=np.arange(n) % 2)
+    elif ablation.startswith("mean"):
+        repl = mean_replacement(sc, p)
+    elif ablation.startswith("resample"):
+        repl = resample_replacement(sc, p, np.arange(n), resample_sources(np.full(n, -1), np.ones(n), np.arange(n), 0))
+    else:
+        repl = None
     sc.replacement = repl or {}
     fast = sc.run(p, sets, {"ld": ld})["ld"]
     slow = naive_run(bridge, p, sets, ld, replacement=repl)

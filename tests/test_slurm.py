@@ -21,7 +21,7 @@ from workflow_helpers import CORES, copy_workflow, smk, smk_env
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel", "srun")
-TABLES = ("table1_ioi_zero", "table2_ioi_zero")
+TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query")
 RTOL, ATOL = 1e-9, 1e-12  # same machine, one torch thread per job: the same numbers
 
 

@@ -25,8 +25,11 @@ def test_paper_config_dry_run_builds_the_dag_offline():
     out = p.stdout + p.stderr
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     assert int(stats["model"]) == 6
-    assert int(stats["scores"]) == 6 * 4  # ioi, induction, facts, facts_shared
-    assert int(stats["table1"]) == 4
+    abl = 3 * 2  # zero, mean, resample x query, kv
+    assert int(stats["scores"]) == 6 * 4 * abl  # ioi, induction, facts, facts_shared
+    assert int(stats["tables"]) == 4 * abl
+    assert int(stats["specificity"]) == 6 * abl and int(stats["stability"]) == 3
+    assert int(stats["robustness"]) == 1
 
 
 def test_schema_error_names_the_field(tmp_path):
@@ -44,10 +47,13 @@ def test_schema_error_names_the_field(tmp_path):
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("table", ["table1_ioi_zero", "table2_ioi_zero", "table1_induction_zero",
-                                   "table1_facts_zero", "table1_facts_shared_zero"])
+@pytest.mark.parametrize("table", ["table1_ioi_zero-query", "table2_ioi_zero-query", "table1_induction_zero-query",
+                                   "table1_facts_zero-query", "table1_facts_shared_zero-query",
+                                   "table1_ioi_mean-kv", "table1_induction_resample-query", "robustness",
+                                   "specificity", "stability_ioi", "stability_facts"])
 def test_tables_match_stored_expected(tiny_run, table):
     got = pd.read_csv(tiny_run / "results" / "tables" / f"{table}.csv", dtype={"top_head": str})
+    assert len(got) > 0
     exp_path = EXPECTED / f"{table}.csv"
     if os.environ.get("CIRCUITLOC_UPDATE_EXPECTED"):
         EXPECTED.mkdir(exist_ok=True)
@@ -73,12 +79,25 @@ def test_every_artifact_exists_and_cards_are_complete(tiny_run):
                     "d_head", "n_params", "dtype", "tokenizer", "prepend_bos", "checks"):
             assert key in card, key
     assert json.loads((res / "models/tiny_gqa/card.json").read_text())["attention"] == "gqa"
-    for fig in ("fig1_heatmap_ioi_zero", "fig2_curves_ioi_zero", "fig1_heatmap_induction_zero", "scale_zero"):
-        assert (res / "figures" / f"{fig}.png").stat().st_size > 10_000
-    scores = pd.read_parquet(res / "scores/ioi/tiny_gqa/zero.parquet")
-    assert {"layer", "head", "unit", "ld_clean", "ld_ablated", "drop", "damage"} <= set(scores.columns)
+    for fig in ("fig1_heatmap_ioi_zero-query", "fig2_curves_ioi_zero-query", "fig1_heatmap_induction_zero-query",
+                "scale_zero-query", "fig2_curves_ioi_resample-kv", "stability_ioi", "stability_induction",
+                "stability_facts"):
+        assert (res / "figures" / f"{fig}.png").stat().st_size > 10_000, fig
+    scores = pd.read_parquet(res / "scores/ioi/tiny_gqa/zero-query.parquet")
+    assert {"layer", "head", "unit", "ld_clean", "ld_ablated", "drop", "damage", "drop_lo", "drop_hi",
+            "top_freq"} <= set(scores.columns)
     assert len(scores) == 2 * 4
-    md = (res / "tables/table1_ioi_zero.md").read_text()
+    assert (scores["drop_lo"] <= scores["drop"] + 1e-9).all() and (scores["drop"] <= scores["drop_hi"] + 1e-9).all()
+    assert len(pd.read_parquet(res / "scores/ioi/tiny_gqa/zero-kv.parquet")) == 2 * 1  # one kv head per layer
+    per_prompt = pd.read_parquet(res / "scores/ioi/tiny_gqa/zero-query.prompts.parquet")
+    assert len(per_prompt) == 10 and list(per_prompt.columns[:2]) == ["row", "clean"]
+    # the unit table is the mean of the per-prompt table
+    assert abs(per_prompt["L0H0"].mean() - scores.set_index("unit").loc["L0H0", "ld_ablated"]) < 1e-5
+    curve = pd.read_parquet(res / "curves/ioi/tiny_gqa/mean-query.parquet")
+    ranked = curve[curve["method"] == "ranked"]
+    assert ranked["damage_lo"].notna().all() and (ranked["damage_lo"] <= ranked["damage_hi"]).all()
+    assert not (res / "scores/ioi/tiny_mha/mean-query.parquet").exists()  # not in tiny_mha's kinds
+    md = (res / "tables/table1_ioi_zero-query.md").read_text()
     assert "tiny_mha" in md and "heads_to_80" in md
     leftovers = [p for p in res.rglob(".*") if p.is_file()]
     assert not leftovers, leftovers  # no temporary file survives
@@ -110,4 +129,5 @@ def test_changing_one_model_reruns_only_its_jobs(tiny_run):
         assert wc["model"] == "tiny_gqa" or wc.get("task") == "facts_shared" or rule == "dataset_shared_facts", \
             (rule, wc)
     assert not any(rule == "model" and wc["model"] == "tiny_mha" for rule, wc in per_model)
-    assert {"table1", "table2", "figure_scale"} <= {rule for rule, _ in jobs}  # the tables that include it
+    assert {"tables", "figures", "figure_scale", "robustness", "stability", "specificity_table"} <= \
+        {rule for rule, _ in jobs}  # the tables that include it

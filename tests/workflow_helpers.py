@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # What a run needs from the checkout (src/ is put on PYTHONPATH; resources/ is found through it).
-WORKFLOW_FILES = ("Snakefile", "rules", "workflow", "config", ".test", "envs", "report", "profiles")
+WORKFLOW_FILES = ("Snakefile", "rules", "workflow", "config", ".test", "envs", "report", "profiles", "resources")
 # Jobs at once in the test runs (every job uses one torch thread).
 CORES = os.environ.get("CIRCUITLOC_TEST_CORES", "2")
 

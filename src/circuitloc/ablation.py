@@ -9,17 +9,22 @@ import pandas as pd
 import torch
 
 from . import metrics as M
+from . import stats as S
 from .scan import Prompts, Scanner
 
 log = logging.getLogger(__name__)
 
 
+KINDS = ("zero", "mean", "resample")
+UNITS = ("query", "kv")
+
+
 def parse_ablation(name: str) -> tuple[str, str]:
-    """'zero' -> (zero, query); 'mean-kv' -> (mean, kv)."""
+    """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); a bare kind means query heads."""
     kind, _, unit = name.partition("-")
     unit = unit or "query"
-    if kind not in ("zero", "mean") or unit not in ("query", "kv"):
-        raise ValueError(f"unknown ablation {name!r}: expected zero|mean, optionally with -query|-kv")
+    if kind not in KINDS or unit not in UNITS:
+        raise ValueError(f"unknown ablation {name!r}: expected {'|'.join(KINDS)}-{'|'.join(UNITS)}")
     return kind, unit
 
 
@@ -37,30 +42,6 @@ def units(card: dict, unit: str = "query") -> list[dict]:
     return out
 
 
-def mean_replacement(scanner: Scanner, prompts: Prompts) -> dict:
-    """Each head's mean output (z) over all real positions of the task set. Length buckets hold
-    no padding and respect the scanner's token budget."""
-    from .scan import _out_proj
-
-    sums: dict[int, torch.Tensor] = {}
-    handles = []
-    for i, layer in enumerate(scanner.layers):
-        def hook(mod, args, i=i):
-            z = args[0].view(*args[0].shape[:2], scanner.n_heads, scanner.d_head)
-            sums[i] = sums.get(i, 0) + z.sum(dim=(0, 1))
-        handles.append(_out_proj(layer).register_forward_pre_hook(hook))
-    dev = scanner.unembed.weight.device
-    try:
-        with torch.no_grad():
-            for rows in prompts.buckets(scanner.max_batch_tokens):
-                scanner.base(input_ids=prompts.take(rows).input_ids.to(dev), use_cache=False)
-    finally:
-        for h in handles:
-            h.remove()
-    count = float((prompts.last_pos + 1).sum())
-    return {i: s / count for i, s in sums.items()}
-
-
 def as_sets(unit_rows: list[dict]) -> dict:
     s: dict[int, list[int]] = {}
     for u in unit_rows:
@@ -69,23 +50,44 @@ def as_sets(unit_rows: list[dict]) -> dict:
 
 
 def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task, floor: float,
-                progress=None) -> pd.DataFrame:
-    """Zero (or mean) ablate each unit alone; one row per unit."""
+                progress=None, bootstrap: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ablate each unit alone. Returns one row per unit (with bootstrap intervals over prompts when
+    `bootstrap` = {n, seed, ci} is given) and the per-prompt metric: a `clean` column and one column
+    per unit, one row per prompt."""
     metrics = {task.metric_name: task.metric, **task.extra}
     res = scanner.run(prompts, [{}] + [as_sets([u]) for u in unit_rows], metrics, progress=progress)
     name = task.metric_name
-    clean = float(res[name][0].mean())
-    ablated = res[name][1:].mean(dim=1).numpy()
+    clean_pp, ablated_pp = res[name][0].numpy(), res[name][1:].numpy()
+    clean = float(clean_pp.mean())
+    ablated = ablated_pp.mean(axis=1)
     df = pd.DataFrame([{k: u[k] for k in ("layer", "head", "unit")} for u in unit_rows])
     df["heads"] = [list(u["heads"]) for u in unit_rows]
     df[f"{name}_clean"] = clean
     df[f"{name}_ablated"] = ablated
     df["drop"] = M.drop(clean, ablated, task.higher_is_better)
     df["damage"] = M.damage(clean, ablated, floor, task.higher_is_better)
+    if bootstrap:
+        _add_intervals(df, clean_pp, ablated_pp, clean, floor, task, bootstrap)
     for extra in task.extra:
         df[f"{extra}_clean"] = float(res[extra][0].mean())
         df[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
-    return df
+    per_prompt = pd.DataFrame(ablated_pp.T, columns=[u["unit"] for u in unit_rows])
+    per_prompt.insert(0, "clean", clean_pp)
+    return df, per_prompt
+
+
+def _add_intervals(df, clean_pp, ablated_pp, clean, floor, task, bootstrap):
+    """drop_lo/hi and damage_lo/hi (the drop's interval over the fixed clean-to-floor span) and
+    top_freq, the share of resamples in which the unit is the top unit."""
+    iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, int(bootstrap["n"]),
+                          int(bootstrap["seed"]), float(bootstrap.get("ci", 0.95)))
+    df["drop_lo"], df["drop_hi"] = iv["lo"], iv["hi"]
+    span = M.drop(clean, floor, task.higher_is_better)
+    ok = np.isfinite(span) and abs(float(span)) > 1e-12
+    lo, hi = (iv["lo"] / span, iv["hi"] / span) if ok else (np.nan, np.nan)
+    df["damage_lo"], df["damage_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)  # a negative span swaps them
+    if "top_freq" in iv and len(df) > 1:
+        df["top_freq"] = iv["top_freq"]
 
 
 def _curve_rows(method, order, values, clean, floor, task):
@@ -97,13 +99,21 @@ def _curve_rows(method, order, values, clean, floor, task):
     return rows
 
 
-def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None):
-    """Units ablated cumulatively in descending single-unit order."""
+def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None,
+                 clean_pp=None, bootstrap=None):
+    """Units ablated cumulatively in descending single-unit order; with per-prompt clean values and
+    `bootstrap`, each step carries a damage interval over prompts."""
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
-    vals = scanner.run(prompts, sets, {task.metric_name: task.metric}, progress=progress)
-    vals = vals[task.metric_name].mean(dim=1).numpy()
-    return _curve_rows("ranked", order, vals, clean, floor, task)
+    per_prompt = scanner.run(prompts, sets, {task.metric_name: task.metric}, progress=progress)[task.metric_name]
+    vals = per_prompt.mean(dim=1).numpy()
+    rows = _curve_rows("ranked", order, vals, clean, floor, task)
+    if bootstrap and clean_pp is not None:
+        df = pd.DataFrame(rows)
+        _add_intervals(df, clean_pp, per_prompt.numpy(), clean, floor, task, bootstrap)
+        df = df.drop(columns=["top_freq"], errors="ignore")
+        rows = df.to_dict("records")
+    return rows
 
 
 def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps, stop_damage=None):

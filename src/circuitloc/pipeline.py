@@ -12,6 +12,7 @@ import torch
 
 from . import ablation as A
 from . import io
+from . import metrics as M
 from .errors import DatasetError, ModelSourceError
 from .tasks import facts as facts_task
 from .tasks import induction as ind_task
@@ -70,19 +71,18 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
 
 
 # -- datasets ----------------------------------------------------------------------------
-def _clean_logits(bridge, df, task, batch_tokens):
-    from .models.load import engine_model
+def _clean_logits(model, tok, card, df, task, batch_tokens):
     from .scan import Scanner
 
-    p = to_prompts(df, task, pad_id(bridge.tokenizer))
-    return Scanner(engine_model(bridge), bridge.cfg.n_heads, bridge.cfg.d_head, batch_tokens).last_logits(p)
+    p = to_prompts(df, task, pad_id(tok))
+    return Scanner(model, card["n_heads"], card["d_head"], batch_tokens).last_logits(p)
 
 
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
                   device="cpu"):
-    from .models.load import load
+    from .models.load import load_engine
 
-    bridge, tok = load(card, device)
+    model, tok = load_engine(card, device)
     bos = card["prepend_bos"]
     if task_name == "ioi":
         src = cfg.get("source", {}) or {}
@@ -98,7 +98,7 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
     elif task_name == "facts":
         form = card.get("facts_form", "natural")
         df, counts = facts_task.build(facts_task.load(cfg.get("path")), tok, bos, form)
-        logits = _clean_logits(bridge, df, task_of("facts"), batch_tokens)
+        logits = _clean_logits(model, tok, card, df, task_of("facts"), batch_tokens)
         known = facts_task.known(logits, torch.tensor(df["answer_id"].to_numpy()), int(cfg.get("top_k", 3)))
         counts["dropped_not_in_top_k"] = int((~known).sum().item())
         df = df[known.numpy()].reset_index(drop=True)
@@ -140,24 +140,55 @@ def build_shared_facts(model: str, member_paths: dict, n_score: int, seed: int, 
 class _Job:
     """What a score or curve job holds: model, task, prompts and the ablation's replacement."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu"):
-        """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve)."""
-        from .models.load import engine_model, load
+    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu",
+                 opts: dict | None = None, loaded=None):
+        """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve). `opts`: the
+        config's `ablation` block (min_group) and seed; `loaded`: a (model, tokenizer) to reuse."""
+        from .models.load import load_engine
         from .scan import Scanner
 
+        opts = opts or {}
         self.task = task_of(task_name)
-        self.card = card
+        self.card, self.device = card, device
         self.kind, self.unit = A.parse_ablation(ablation)
-        self.bridge, self.tok = load(card, device)
-        df = pd.read_parquet(dataset)
-        self.df = (df[df["score"]] if rows is None else df.iloc[rows]).reset_index(drop=True)
+        self.model, self.tok = loaded or load_engine(card, device)
+        full_df = dataset if isinstance(dataset, pd.DataFrame) else pd.read_parquet(dataset)
+        picked = full_df[full_df["score"]] if rows is None else full_df.iloc[rows]
+        self.rows_in_full = picked.index.to_numpy()
+        self.df = picked.reset_index(drop=True)
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
-        self.scanner = Scanner(engine_model(self.bridge), card["n_heads"], card["d_head"], batch_tokens)
-        if self.kind == "mean":
-            full = to_prompts(df, self.task, self.pad)
-            self.scanner.replacement = A.mean_replacement(self.scanner, full)
+        self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
+        self.aligned = float("nan")
+        if self.kind != "zero":
+            self.scanner.replacement = self._replacement(full_df, int(opts.get("min_group", 8)),
+                                                         int(opts.get("seed", 0)))
         self.units = A.units(card, self.unit)
+
+    def _replacement(self, full_df, min_group, seed) -> dict:
+        """Mean: per-position means within aligned groups of >= min_group prompts of the whole task set,
+        else the mean over positions. Resample: another prompt of the set, aligned where possible."""
+        from . import replacement as R
+
+        full = to_prompts(full_df, self.task, self.pad)
+        lengths = (full.last_pos + 1).numpy()
+        if self.kind == "mean":
+            groups = R.aligned_groups(full_df, self.task.align, lengths, min_group)
+            self.aligned = float((groups[self.rows_in_full] >= 0).mean())
+            return R.mean_replacement(self.scanner, full, self.rows_in_full, groups)
+        groups = R.aligned_groups(full_df, self.task.align, lengths, 2)
+        src = R.resample_sources(groups, lengths, self.rows_in_full, seed)
+        self.aligned = float(((groups[src] == groups[self.rows_in_full]) & (groups[src] >= 0)).mean())
+        return R.resample_replacement(self.scanner, full, self.rows_in_full, src)
+
+    @property
+    def bridge(self):
+        """TransformerLens' view of the same weights, built only when a job needs its hooks."""
+        from .models.load import bridge_over
+
+        if not hasattr(self, "_bridge"):
+            self._bridge = bridge_over(self.card, self.model, self.tok, self.device)
+        return self._bridge
 
     def floor(self) -> float:
         """The metric's value when the task is gone: 0 for LD and accuracy; for induction, the
@@ -168,8 +199,8 @@ class _Job:
         v = self.scanner.run(p, [{}], {self.task.metric_name: self.task.metric})[self.task.metric_name]
         return float(v.mean())
 
-    def clean(self) -> float:
-        return float(self.scanner.run(self.prompts, [{}], {"m": self.task.metric})["m"].mean())
+    def clean_per_prompt(self):
+        return self.scanner.run(self.prompts, [{}], {"m": self.task.metric})["m"][0].numpy()
 
 
 def _progress(total, label):
@@ -183,18 +214,27 @@ def _progress(total, label):
     return tick
 
 
-def score(task_name, card, dataset, ablation, out_parquet, batch_tokens=4096, device="cpu"):
-    job = _Job(task_name, card, dataset, ablation, batch_tokens, device=device)
+def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
+          opts: dict | None = None, bootstrap: dict | None = None):
+    """One row per unit (drop, damage, bootstrap intervals, top_freq) and, beside it, the per-prompt
+    metric under every single-unit ablation, which the stability analysis splits by condition."""
+    job = _Job(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts)
     floor = job.floor()
     label = f"scores {task_name}/{card['name']}/{ablation}"
-    df = A.score_units(job.scanner, job.prompts, job.units, job.task, floor,
-                       progress=_progress(len(job.units) + 1, label))
+    df, per_prompt = A.score_units(job.scanner, job.prompts, job.units, job.task, floor,
+                                   progress=_progress(len(job.units) + 1, label), bootstrap=bootstrap)
     df["floor"] = floor
     df["n_prompts"] = len(job.df)
+    df["aligned"] = job.aligned  # share of prompts whose replacement came from aligned prompts (mean/resample)
     if task_name == "induction":
         df = df.merge(attention_scores(job), on=["layer", "head"], how="left")
+    per_prompt.insert(0, "row", job.rows_in_full)
+    io.write_parquet(per_prompt, out_prompts)
     io.write_parquet(df, out_parquet)
-    log.info("%s: top unit %s drop %.4f", label, df.loc[df["drop"].idxmax(), "unit"], df["drop"].max())
+    top = df.loc[df["drop"].idxmax()]
+    log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
+             f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
+             if "top_freq" in df else "")
 
 
 def attention_scores(job) -> pd.DataFrame:
@@ -209,16 +249,18 @@ def attention_scores(job) -> pd.DataFrame:
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
-          device="cpu"):
+          device="cpu", opts: dict | None = None, bootstrap: dict | None = None):
     rows = slice(None, int(cfg["n_curve"]) if cfg.get("n_curve") else None)
-    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device)
-    floor, clean = job.floor(), job.clean()
+    job = _Job(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device, opts=opts)
+    floor, clean_pp = job.floor(), job.clean_per_prompt()
+    clean = float(clean_pp.mean())
     scores = pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
     by_label = {u["unit"]: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
     steps = min(int(cfg["max_steps"]), len(ranked))
     rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor, steps,
-                          progress=_progress(steps, f"ranked curve {task_name}/{card['name']}/{ablation}"))
+                          progress=_progress(steps, f"ranked curve {task_name}/{card['name']}/{ablation}"),
+                          clean_pp=clean_pp, bootstrap=bootstrap)
     if "greedy" in cfg.get("methods", ["ranked"]):
         rows += A.greedy_curve(job.scanner, job.prompts, ranked, job.task, clean, floor,
                                int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
@@ -235,6 +277,128 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     io.write_parquet(ctrl, out_control)
     log.info("curve %s/%s/%s: clean %.4f, final damage %.3f", task_name, card["name"], ablation, clean,
              df[df.method == "ranked"]["damage"].iloc[-1])
+
+
+# -- beyond the paper: specificity, stability, robustness ---------------------------------
+def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int = 24, seed: int = 0):
+    """Windows of `length` tokens from a neutral text; each is scored on predicting the next token.
+    Returns (DataFrame, coverage): coverage is the share of the text's tokens that are not unknown
+    (a closed toy vocabulary covers little of ordinary prose, and its loss there means nothing)."""
+    import numpy as np
+
+    ids = tok(Path(text_path).read_text(), add_special_tokens=False)["input_ids"]
+    unk = tok.unk_token_id
+    coverage = 1.0 if unk is None else float(np.mean([i != unk for i in ids]))
+    if len(ids) < length + 2:
+        raise DatasetError(f"{text_path}: too short for windows of {length} tokens")
+    starts = np.random.default_rng(seed).choice(len(ids) - length - 1, size=min(n, len(ids) - length - 1),
+                                                replace=False)
+    bos = [tok.bos_token_id] if prepend_bos and tok.bos_token_id is not None else []
+    df = pd.DataFrame({"input_ids": [bos + ids[s : s + length] for s in starts],
+                       "b_id": [ids[s + length] for s in starts], "length": length, "score": True})
+    return df, coverage
+
+
+def _top_unit(scores_path) -> str:
+    s = pd.read_parquet(scores_path)
+    return s.sort_values(["drop", "layer", "head"], ascending=[False, True, True])["unit"].iloc[0]
+
+
+def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,
+                device="cpu", opts: dict | None = None, min_coverage: float = 0.9):
+    """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
+    breaks everything is not a task circuit."""
+    from .models.load import load_engine
+
+    loaded = load_engine(card, device)
+    tops = {t: _top_unit(p) for t, p in scores.items()}
+    targets = dict(datasets)
+    neutral, coverage = neutral_windows(neutral_path, loaded[1], card["prepend_bos"], seed=int((opts or {}).get("seed", 0)))
+    targets["neutral"] = neutral
+    damage: dict = {}
+    for target, data in targets.items():
+        job = _Job(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded)
+        by_label = {u["unit"]: u for u in job.units}
+        name = job.task.metric_name
+        v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
+                            {name: job.task.metric})[name].mean(dim=1).numpy()
+        floor = job.floor() if target != "neutral" else 0.0
+        for src, val in zip(tops, v[1:]):
+            if target == "neutral":  # rise of the next-token loss, relative to the clean loss
+                damage[(src, target)] = (float(v[0]), float(val), float((val - v[0]) / v[0]))
+            else:
+                damage[(src, target)] = (float(v[0]), float(val),
+                                         float(M.damage(v[0], val, floor, job.task.higher_is_better)))
+    from .analysis import specificity_verdict
+
+    rows = []
+    for src, unit in tops.items():
+        row = {"model": card["name"], "attention": card["attention"], "ablation": ablation, "task": src,
+               "top_unit": unit}
+        for target in datasets:
+            row[f"damage_{target}"] = damage[(src, target)][2]
+        ok = coverage >= min_coverage
+        clean, ablated, rise = damage[(src, "neutral")]
+        row.update({"neutral_coverage": coverage, "neutral_loss_clean": clean if ok else float("nan"),
+                    "neutral_loss_ablated": ablated if ok else float("nan"),
+                    "neutral_rise_pct": 100 * rise if ok else float("nan")})
+        off = [row[f"damage_{t}"] for t in datasets if t != src]
+        row["verdict"] = specificity_verdict(off, rise if ok else float("nan"))
+        rows.append(row)
+    io.write_parquet(pd.DataFrame(rows), out_parquet)
+    log.info("specificity %s/%s: %s", card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
+
+
+def write_specificity_table(parts: list, out_csv, out_md):
+    from .tables import to_markdown
+
+    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    io.write_csv(df, out_csv)
+    io.write_text(to_markdown(df, "Specificity — each task's top unit ablated on every task (damage, 1 = task "
+                                  "gone) and on neutral text (% rise of next-token loss)"), out_md)
+
+
+def write_stability(task, entries: list, primary: str, out_csv, out_md, png, pdf):
+    """entries: dicts with model, card, ablation, prompts (per-prompt scores), dataset, and for
+    facts the per-model and shared unit scores. The figure shows the primary ablation."""
+    from . import analysis as AN
+    from . import plots
+    from .tables import to_markdown
+
+    rows, maps = [], []
+    for e in entries:
+        e = {**e, "attention": io.read_json(e["card"])["attention"]}
+        if task == "facts":
+            if e.get("shared") is None:
+                rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
+                             "split": "fact set", "note": "no shared set: the model's family has one member"})
+                continue
+            row, m = AN.shared_stability_row(e["model"], e["attention"], e["ablation"],
+                                             pd.read_parquet(e["scores"]), pd.read_parquet(e["shared"]))
+            r, mm = [row], [m]
+        else:
+            r, mm = AN.stability_rows(task, e["model"], e["attention"], e["ablation"],
+                                      pd.read_parquet(e["prompts"]), pd.read_parquet(e["dataset"]))
+        rows += r
+        if e["ablation"] == primary:
+            units = pd.read_parquet(e["scores"])[["unit", "layer", "head"]]
+            maps += [(title, {c: units.assign(drop=units["unit"].map(d)) for c, d in conds.items()})
+                     for title, conds in mm]
+    df = pd.DataFrame(rows)
+    io.write_csv(df, out_csv)
+    io.write_text(to_markdown(df, f"Stability — {task}: the same unit scores on two input conditions"), out_md)
+    _save(plots.stability(maps, title=f"{task}: single-unit drops under two input conditions ({primary} ablation)"),
+          png, pdf)
+
+
+def write_robustness(table1s: dict, out_csv, out_md):
+    from .analysis import robustness
+    from .tables import to_markdown
+
+    df = robustness({k: pd.read_csv(p) for k, p in table1s.items()})
+    io.write_csv(df, out_csv)
+    io.write_text(to_markdown(df, "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation "
+                                  "kind and unit"), out_md)
 
 
 # -- tables and figures ------------------------------------------------------------------

@@ -48,7 +48,11 @@ def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float =
             if cards[m]["attention"] != kind:
                 continue
             cm = c[c["method"] == method].sort_values("step")
-            ax.plot(np.r_[0, cm["step"]], np.r_[0, cm["damage"]], marker="o", ms=3, label=m)
+            line, = ax.plot(np.r_[0, cm["step"]], np.r_[0, cm["damage"]], marker="o", ms=3, label=m)
+            if "damage_lo" in cm:  # bootstrap interval over prompts at each step
+                yerr = np.clip([cm["damage"] - cm["damage_lo"], cm["damage_hi"] - cm["damage"]], 0, None)
+                ax.errorbar(cm["step"], cm["damage"], yerr=yerr, fmt="none", ecolor=line.get_color(), elinewidth=1,
+                            capsize=2)
         ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"{int(threshold * 100)}% damage")
         ax.set_title(kind.upper())
         ax.set_xlabel("units ablated")
@@ -87,3 +91,33 @@ def scale(table1s: dict):
         axes[0, c].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def stability(panels: list, title: str = ""):
+    """One row per (model, split): the two conditions' single-unit drops side by side, on one scale
+    per row."""
+    if not panels:
+        fig, ax = plt.subplots(figsize=(5, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no two-condition split for this task", ha="center", va="center")
+        return fig
+    fig, axes = plt.subplots(len(panels), 2, figsize=(8, 0.8 + max(1.8, 0.13 * _height(panels)) * len(panels)),
+                             squeeze=False)
+    for r, (name, conds) in enumerate(panels):
+        vals = [d["drop"].to_numpy(dtype=float) for d in conds.values()]
+        vmax = max(float(np.nanmax(np.abs(v))) for v in vals) or 1.0
+        diverging = any(float(np.nanmin(v)) < 0 for v in vals)
+        for c, (cond, d) in enumerate(conds.items()):
+            ax = axes[r, c]
+            sns.heatmap(_grid(d, "drop"), ax=ax, cmap="RdBu_r" if diverging else "viridis",
+                        vmin=-vmax if diverging else 0, vmax=vmax, cbar=c == 1, cbar_kws={"label": "drop"})
+            ax.set_title(f"{name} — {cond}", fontsize=9)
+            ax.set_xlabel("head")
+            ax.set_ylabel("layer" if c == 0 else "")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def _height(panels) -> int:
+    return max(int(d["layer"].max()) + 1 for _, conds in panels for d in conds.values())

@@ -27,6 +27,10 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
                # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
                "top_head_pct": 100 * float(top["damage"]),
                "top_head_damage": float(top["damage"])}
+        if "drop_lo" in s:  # bootstrap over the scoring prompts
+            row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
+                        "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
+                        "top_head_top_freq": float(top.get("top_freq", 1.0))})
         for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"].iloc[0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
@@ -61,8 +65,9 @@ def table2(task: str, cards: dict, curves: dict, controls: dict) -> pd.DataFrame
             "drop_pct": 100 * float(first["damage"]),
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" else None,
             "control_draws": int(len(ctrl)),
-            "control_drop_pct_mean": float(np.mean(ctrl_pct)),
-            "control_drop_pct_max": float(np.max(ctrl_pct)),
+            # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
+            "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) else np.nan,
+            "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) else np.nan,
         })
     return pd.DataFrame(rows)
 

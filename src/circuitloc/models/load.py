@@ -67,17 +67,28 @@ def _twin(model):
     return copy.deepcopy(model, memo=shared).eval()
 
 
-def load(card: dict, device: str = "cpu"):
-    """(bridge, tokenizer) for a card: TransformerLens' TransformerBridge on raw weights.
-    `engine_model(bridge)` is the same weights as a plain Hugging Face model."""
+def load_engine(card: dict, device: str = "cpu"):
+    """(plain Hugging Face model, tokenizer) for a card: all the scan engine needs, without
+    importing TransformerLens or building its bridge (seconds per job)."""
+    return load_hf(card["path"], card.get("dtype", "float32"), device)
+
+
+def bridge_over(card: dict, model, tokenizer, device: str = "cpu"):
+    """TransformerLens' TransformerBridge over the very weights of `model` (raw, unfolded)."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    model, tokenizer = load_hf(card["path"], card.get("dtype", "float32"), device)
     bridge = TransformerBridge.boot_transformers(card["path"], hf_model=_twin(model), tokenizer=tokenizer,
                                                  dtype=DTYPES[card.get("dtype", "float32")], device=device)
     bridge.eval()
     object.__setattr__(bridge, "_plain_model", model)  # not a submodule: no double registration
-    return bridge, tokenizer
+    return bridge
+
+
+def load(card: dict, device: str = "cpu"):
+    """(bridge, tokenizer) for a card: TransformerLens' TransformerBridge on raw weights.
+    `engine_model(bridge)` is the same weights as a plain Hugging Face model."""
+    model, tokenizer = load_engine(card, device)
+    return bridge_over(card, model, tokenizer, device), tokenizer
 
 
 def engine_model(bridge):

@@ -21,12 +21,17 @@ class Task:
     higher_is_better: bool
     fields: tuple
     extra: dict = field(default_factory=dict)
+    align: tuple = ()  # prompts equal in these columns (and in length) share token positions
 
 
 TASKS = {
-    "ioi": Task("ioi", "ld", ioi.metric, True, ("io_id", "s_id")),
-    "induction": Task("induction", "icl_loss", induction.metric, False, ("b_id",)),
-    "facts": Task("facts", "accuracy", facts.metric, True, ("answer_id",), {"logprob": facts.logprob}),
+    "ioi": Task("ioi", "ld", ioi.metric, True, ("io_id", "s_id"), align=("template",)),
+    "induction": Task("induction", "icl_loss", induction.metric, False, ("b_id",),
+                      align=("prefix_len", "suffix_len")),
+    "facts": Task("facts", "accuracy", facts.metric, True, ("answer_id",), {"logprob": facts.logprob},
+                  align=("domain", "relation")),
+    # plain next-token loss on a neutral text sample (windows of equal length; b_id = next token)
+    "neutral": Task("neutral", "loss", induction.metric, False, ("b_id",), align=("length",)),
 }
 
 

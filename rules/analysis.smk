@@ -1,0 +1,103 @@
+rule specificity:
+    input:
+        card="results/models/{model}/card.json",
+        data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in TASKS],
+        scores=lambda wc: [f"results/scores/{t}/{wc.model}/{wc.ablation}.parquet" for t in TASKS],
+        neutral=config.get("neutral_text", os.path.join(workflow.basedir, "resources", "neutral.txt")),
+    output:
+        "results/specificity/{model}/{ablation}.parquet",
+    params:
+        tasks=TASKS,
+        opts=ablation_opts(),
+        batch_tokens=config["max_batch_tokens"],
+        device=config.get("device", "cpu"),
+    log:
+        "results/logs/specificity/{model}/{ablation}.log",
+    threads: 1
+    resources:
+        **job_resources("scores"),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/specificity.py"
+
+
+rule specificity_table:
+    input:
+        [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in model_ablations(m)],
+    output:
+        csv=report(
+            "results/tables/specificity.csv",
+            caption="../report/specificity.rst",
+            category="all tasks",
+            subcategory="beyond the paper",
+            labels={"output": "Specificity table", "task": "all", "ablation": "all"},
+        ),
+        md="results/tables/specificity.md",
+    log:
+        "results/logs/tables/specificity.log",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/specificity_table.py"
+
+
+rule stability:
+    input:
+        cards=lambda wc: [card(m) for m in models_for(wc.task)],
+        files=lambda wc: sorted({e[k] for e in stability_entries(wc.task)
+                                 for k in ("scores", "prompts", "dataset", "shared") if e.get(k)}),
+    output:
+        csv=report(
+            "results/tables/stability_{task}.csv",
+            caption="../report/stability.rst",
+            category="{task}",
+            subcategory="beyond the paper",
+            labels={"output": "Stability table", "task": "{task}", "ablation": "all"},
+        ),
+        md="results/tables/stability_{task}.md",
+        png=report(
+            "results/figures/stability_{task}.png",
+            caption="../report/stability_figure.rst",
+            category="{task}",
+            subcategory="beyond the paper",
+            labels={"output": "Stability figure", "task": "{task}", "ablation": ABLATIONS[0]},
+        ),
+        pdf="results/figures/stability_{task}.pdf",
+    params:
+        entries=lambda wc: stability_entries(wc.task),
+        primary=ABLATIONS[0],
+    log:
+        "results/logs/tables/stability_{task}.log",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/stability.py"
+
+
+rule robustness:
+    input:
+        [f"results/tables/table1_{t}_{a}.csv" for t, a in table_pairs()],
+    output:
+        csv=report(
+            "results/tables/robustness.csv",
+            caption="../report/robustness.rst",
+            category="all tasks",
+            subcategory="beyond the paper",
+            labels={"output": "Robustness table", "task": "all", "ablation": "all"},
+        ),
+        md="results/tables/robustness.md",
+    params:
+        pairs=table_pairs(),
+    log:
+        "results/logs/tables/robustness.log",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/robustness.py"

@@ -1,0 +1,137 @@
+"""Beyond the paper's tables: stability across input conditions, specificity of the top units,
+and the MHA-vs-GQA comparison under every ablation (kind, unit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import metrics as M
+from . import stats as S
+from .ablation import parse_ablation
+from .tasks.registry import task_of
+
+# -- stability ---------------------------------------------------------------------------
+
+
+def unit_drops(per_prompt: pd.DataFrame, mask, higher_is_better: bool) -> pd.Series:
+    """Each unit's drop on the prompts in `mask` (per-prompt artifact of a score job)."""
+    pp = per_prompt[np.asarray(mask, bool)]
+    units = [c for c in pp.columns if c not in ("row", "clean")]
+    return pd.Series(M.drop(pp["clean"].mean(), pp[units].mean().to_numpy(), higher_is_better), index=units)
+
+
+def splits(task: str, per_prompt: pd.DataFrame, dataset: pd.DataFrame) -> list[tuple[str, str, str, np.ndarray]]:
+    """(split, condition a, condition b, mask of a) over the scored prompts; b is ~a."""
+    rows = dataset.loc[per_prompt["row"].to_numpy()]
+    if task == "ioi":
+        clean = per_prompt["clean"].to_numpy()
+        return [("template order", "ABBA", "BABA", rows["order"].to_numpy() == "ABBA"),
+                ("clean LD", "low LD", "high LD", clean <= np.median(clean))]
+    if task == "induction":
+        length = rows["input_ids"].map(len).to_numpy()
+        return [("sequence length", f"short (<= {int(np.median(length))})", "long", length <= np.median(length))]
+    return []
+
+
+def stability_rows(task: str, model: str, attention: str, ablation: str, per_prompt: pd.DataFrame,
+                   dataset: pd.DataFrame):
+    """Rows of the stability table and the two conditions' unit drops (for the figure)."""
+    t = task_of(task)
+    rows, maps = [], []
+    for split, a, b, mask in splits(task, per_prompt, dataset):
+        base = {"task": task, "model": model, "attention": attention, "ablation": ablation, "split": split,
+                "condition_a": a, "condition_b": b, "n_a": int(mask.sum()), "n_b": int((~mask).sum())}
+        if mask.all() or not mask.any():
+            rows.append({**base, "note": "one condition is empty"})
+            continue
+        da, db = unit_drops(per_prompt, mask, t.higher_is_better), unit_drops(per_prompt, ~mask, t.higher_is_better)
+        rows.append({**base, **S.agreement(da.to_numpy(), db.to_numpy(), da.index.to_numpy())})
+        maps.append((f"{model}: {split}", {a: da, b: db}))
+    return rows, maps
+
+
+def shared_stability_row(model: str, attention: str, ablation: str, per_model: pd.DataFrame,
+                         shared: pd.DataFrame):
+    """facts: the scores on the model's own known facts vs on the facts its whole family knows."""
+    a = per_model.set_index("unit")["drop"]
+    b = shared.set_index("unit")["drop"].reindex(a.index)
+    row = {"task": "facts", "model": model, "attention": attention, "ablation": ablation,
+           "split": "fact set", "condition_a": "per-model", "condition_b": "shared",
+           "n_a": int(per_model["n_prompts"].iloc[0]), "n_b": int(shared["n_prompts"].iloc[0]),
+           **S.agreement(a.to_numpy(), b.to_numpy(), a.index.to_numpy())}
+    return row, (f"{model}: fact set", {"per-model": a, "shared": b})
+
+
+# -- specificity -------------------------------------------------------------------------
+
+def specificity_verdict(off_task_damage: list[float], neutral_rise: float, specific: float = 0.2,
+                        general: float = 0.5, neutral_specific: float = 0.05) -> str:
+    """'specific' when the unit barely touches the other tasks and plain text; 'breaks everything'
+    when it removes at least half of another task or a quarter of next-token performance."""
+    off = [d for d in off_task_damage if np.isfinite(d)]
+    neutral_ok = not np.isfinite(neutral_rise)
+    if (off and max(off) >= general) or (np.isfinite(neutral_rise) and neutral_rise >= 0.25):
+        return "breaks everything" if off and min(off) >= general else "breaks other tasks"
+    if all(d < specific for d in off) and (neutral_ok or neutral_rise < neutral_specific):
+        return "specific"
+    return "partly shared"
+
+
+# -- robustness --------------------------------------------------------------------------
+
+def _h80(row) -> tuple[float, bool]:
+    """heads-to-80% as a fraction of units; '> K' becomes the lower bound (K + 1) / units."""
+    raw = str(row["heads_to_80"])
+    if raw.startswith(">"):
+        return (int(raw[1:]) + 1) / row["n_units"], True
+    return float(row["heads_to_80_frac"]), False
+
+
+def _side(df: pd.DataFrame) -> dict:
+    h = [_h80(r) for _, r in df.iterrows()]
+    return {"models": ", ".join(df["model"]), "top_head_pct": float(df["top_head_pct"].mean()),
+            "heads_to_80": ", ".join(df["heads_to_80"].astype(str)),
+            "heads_to_80_frac": float(np.mean([v for v, _ in h])), "bound": any(b for _, b in h),
+            "effective_units": float(df["effective_units"].mean())}
+
+
+def compare(mha: pd.DataFrame, gqa: pd.DataFrame) -> dict:
+    """The headline comparison on one table: top head score (higher = more concentrated) and
+    heads-to-80% as a fraction (lower = more concentrated); the verdict needs both to agree."""
+    m, g = _side(mha), _side(gqa)
+    s1 = np.sign(g["top_head_pct"] - m["top_head_pct"])
+    diff = m["heads_to_80_frac"] - g["heads_to_80_frac"]  # > 0: GQA needs fewer units
+    s2 = np.sign(diff)
+    # a '> K' side is a lower bound: the order holds only where that side already looks larger
+    if (m["bound"] and g["bound"]) or (m["bound"] and diff <= 0) or (g["bound"] and diff >= 0):
+        s2 = 0
+    verdict = "yes" if s1 > 0 and s2 > 0 else "no" if s1 < 0 and s2 < 0 else "mixed"
+    why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; heads-to-80% "
+           f"{'GQA fewer' if s2 > 0 else 'MHA fewer' if s2 < 0 else 'undecided'}")
+    out = {"verdict": f"GQA more concentrated: {verdict} ({why})"}
+    for side, d in (("mha", m), ("gqa", g)):
+        out.update({f"{side}_{k}": v for k, v in d.items() if k != "bound"})
+    return out
+
+
+def robustness(table1s: dict) -> pd.DataFrame:
+    """table1s: {(task, ablation): Table 1}. Within every family that has both MHA and GQA members
+    (a controlled pair); where no family does, all MHA models against all GQA models. A kv row takes
+    an MHA model not scored under kv from the query table of the same kind (for MHA they coincide)."""
+    rows = []
+    for (task, ablation), t in table1s.items():
+        kind, unit = parse_ablation(ablation)
+        base = {"task": task, "kind": kind, "unit": unit}
+        query = table1s.get((task, f"{kind}-query"))
+        if unit == "kv" and query is not None:  # an MHA model's kv group is its query head: same scores
+            t = pd.concat([t, query[(query["attention"] == "mha") & ~query["model"].isin(t["model"])]])
+        both = [f for f, g in t.groupby("family") if {"mha", "gqa"} <= set(g["attention"])]
+        groups = [(f"within {f}", t[t["family"] == f]) for f in both] or [("across families", t)]
+        for label, g in groups:
+            mha, gqa = g[g["attention"] == "mha"], g[g["attention"] == "gqa"]
+            if len(mha) == 0 or len(gqa) == 0:
+                rows.append({**base, "comparison": label, "verdict": "n/a: needs an MHA and a GQA model"})
+                continue
+            rows.append({**base, "comparison": label, **compare(mha, gqa)})
+    return pd.DataFrame(rows)

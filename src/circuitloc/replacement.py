@@ -1,0 +1,132 @@
+"""What an ablated head outputs instead of its own z: nothing (zero), its mean over the task set
+(mean) or its output on another prompt of the set (resample).
+
+Positions align only between prompts built the same way (same IOI template, same induction
+prefix/suffix lengths, same fact relation) and of the same token length: such prompts form an
+aligned group. Mean ablation uses the group's per-position mean where the group is large enough
+(`min_group`), else the mean over all positions of the set; resampling pairs a prompt with another
+prompt of its group, else of its length, else any other prompt (seeded).
+
+Replacements are dicts layer -> tensor broadcastable to [N, T, H, Dh] (see Scanner.replacement);
+4-D tensors are indexed by the rows of the prompt set the scanner runs on (`target`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .scan import Prompts, Scanner, _out_proj
+
+
+def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
+    """Clean head outputs of every layer, one length bucket at a time: fn(layer, rows, z[b, t, H, Dh])."""
+    state: dict = {}
+    handles = []
+    for i, layer in enumerate(scanner.layers):
+        def hook(mod, args, i=i):
+            z = args[0].view(*args[0].shape[:2], scanner.n_heads, scanner.d_head)
+            fn(i, state["rows"], z)
+        handles.append(_out_proj(layer).register_forward_pre_hook(hook))
+    dev = scanner.unembed.weight.device
+    try:
+        with torch.no_grad():
+            for rows in prompts.buckets(scanner.max_batch_tokens):
+                state["rows"] = rows
+                scanner.base(input_ids=prompts.take(rows).input_ids.to(dev), use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def aligned_groups(df: pd.DataFrame, columns: tuple, lengths, min_group: int) -> np.ndarray:
+    """Group id per prompt (same values in `columns` and same length), -1 where the group has fewer
+    than min_group prompts or the task has no alignment columns."""
+    lengths = np.asarray(lengths)
+    if not columns or any(c not in df.columns for c in columns):
+        return np.full(len(df), -1)
+    keys = pd.Series(list(zip(*(df[c].to_numpy() for c in columns), lengths)), dtype=object)
+    ids = pd.factorize(keys)[0]
+    big = np.bincount(ids)[ids] >= min_group
+    out = np.full(len(df), -1)
+    out[big] = pd.factorize(ids[big])[0]
+    return out
+
+
+def mean_replacement(scanner: Scanner, source: Prompts, target=None, groups=None) -> dict:
+    """Each head's mean output over `source`: per position within aligned groups (`groups` >= 0),
+    else over all real positions. `target` (indices into source) are the prompts the scanner will
+    run; without aligned groups the result is one [H, Dh] vector per layer."""
+    H, Dh = scanner.n_heads, scanner.d_head
+    groups = np.full(len(source), -1) if groups is None else np.asarray(groups)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    width = int(source.last_pos.max()) + 1
+    pooled: dict[int, torch.Tensor] = {}
+    sums: dict[int, torch.Tensor] = {}
+
+    def add(i, rows, z):
+        z = z.float()
+        pooled[i] = pooled.get(i, 0) + z.sum(dim=(0, 1))
+        g = torch.as_tensor(groups[rows.numpy()], device=z.device)
+        keep = g >= 0
+        if n_groups and bool(keep.any()):
+            buf = sums.setdefault(i, torch.zeros(n_groups, width, H, Dh, device=z.device))
+            buf[:, : z.shape[1]].index_add_(0, g[keep], z[keep])
+
+    _each_z(scanner, source, add)
+    count = float((source.last_pos + 1).sum())
+    pooled = {i: s / count for i, s in pooled.items()}
+    if n_groups == 0:
+        return pooled
+    target = np.arange(len(source)) if target is None else np.asarray(target)
+    tg = torch.as_tensor(groups[target])
+    sizes = torch.as_tensor(np.bincount(groups[groups >= 0], minlength=n_groups), dtype=torch.float32)
+    tw = int(source.last_pos[torch.as_tensor(target)].max()) + 1
+    out = {}
+    for i, p in pooled.items():
+        r = p.expand(len(target), tw, H, Dh).clone()
+        m = tg >= 0
+        if bool(m.any()):
+            idx = tg[m].to(p.device)
+            r[m.to(p.device)] = sums[i][idx, :tw] / sizes.to(p.device)[idx][:, None, None, None]
+        out[i] = r
+    return out
+
+
+def resample_sources(groups: np.ndarray, lengths, target, seed: int) -> np.ndarray:
+    """For each target prompt, the index of another prompt of its aligned group, else one of the same
+    length, else any other prompt; drawn with a fixed seed. Self only if the set has one prompt."""
+    rng = np.random.default_rng(seed)
+    groups, lengths = np.asarray(groups), np.asarray(lengths)
+    everyone = np.arange(len(groups))
+    out = []
+    for t in np.asarray(target):
+        for pool in ((groups == groups[t]) & (groups[t] >= 0), lengths == lengths[t], np.ones(len(groups), bool)):
+            cand = everyone[pool & (everyone != t)]
+            if len(cand):
+                out.append(int(rng.choice(cand)))
+                break
+        else:
+            out.append(int(t))
+    return np.asarray(out, dtype=int)
+
+
+def resample_replacement(scanner: Scanner, source: Prompts, target, sources) -> dict:
+    """Each target prompt's heads output what they output on its paired source prompt, position by
+    position; a shorter source repeats its last position's output."""
+    H, Dh = scanner.n_heads, scanner.d_head
+    target, sources = np.asarray(target), np.asarray(sources)
+    src = source.take(torch.as_tensor(sources))
+    tw = int(source.last_pos[torch.as_tensor(target)].max()) + 1
+    out: dict[int, torch.Tensor] = {}
+
+    def put(i, rows, z):
+        buf = out.setdefault(i, torch.zeros(len(target), tw, H, Dh, device=z.device, dtype=torch.float32))
+        n = min(z.shape[1], tw)
+        buf[rows.to(z.device), :n] = z[:, :n].float()
+        if n < tw:  # shorter source: hold its last output over the remaining positions
+            buf[rows.to(z.device), n:] = z[:, n - 1 : n].float()
+
+    _each_z(scanner, src, put)
+    return out

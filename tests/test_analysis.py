@@ -1,0 +1,67 @@
+"""Stability splits, the specificity verdict and the robustness comparison on hand-made inputs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from circuitloc.analysis import compare, robustness, specificity_verdict, stability_rows, unit_drops
+
+
+def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
+    frac = np.nan if str(h80).startswith(">") else int(h80) / n_units
+    return {"model": model, "family": family, "attention": attention, "top_head_pct": top_pct,
+            "heads_to_80": str(h80), "heads_to_80_frac": frac, "n_units": n_units, "effective_units": eff}
+
+
+@pytest.mark.parametrize("mha, gqa, verdict", [
+    ((30, 5), (60, 2), "yes"),        # GQA: higher top head and fewer units
+    ((60, 2), (30, 5), "no"),
+    ((30, 2), (60, 5), "mixed"),      # the two signals disagree
+    ((30, "> 8"), (60, 3), "yes"),    # MHA never reaches 80% in 8 steps: it needs more than GQA's 3
+    ((30, 3), (60, "> 8"), "mixed"),  # GQA's '> 8' could be anything above 8: undecided
+    ((30, "> 8"), (60, "> 8"), "mixed"),
+])
+def test_compare_verdict(mha, gqa, verdict):
+    out = compare(pd.DataFrame([_t1("m", "f", "mha", *mha)]), pd.DataFrame([_t1("g", "f", "gqa", *gqa)]))
+    assert out["verdict"].startswith(f"GQA more concentrated: {verdict} ")
+    assert out["mha_top_head_pct"] == mha[0] and out["gqa_top_head_pct"] == gqa[0]
+
+
+def test_robustness_pairs_within_families_and_reuses_mha_query_rows_for_kv():
+    q = pd.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2),
+                      _t1("big", "other", "gqa", 90, 1)])
+    kv = pd.DataFrame([_t1("toy_gqa", "toy", "gqa", 80, 1, n_units=4)])
+    df = robustness({("ioi", "zero-query"): q, ("ioi", "zero-kv"): kv,
+                     ("facts", "mean-query"): pd.DataFrame([_t1("x", "fam", "gqa", 10, 2)])})
+    rows = df.set_index(["task", "kind", "unit"])
+    assert rows.loc[("ioi", "zero", "query"), "comparison"] == "within toy"  # 'big' is not in the pair
+    assert rows.loc[("ioi", "zero", "query"), "gqa_models"] == "toy_gqa"
+    assert rows.loc[("ioi", "zero", "kv"), "mha_models"] == "toy_mha"  # from the query table
+    assert rows.loc[("ioi", "zero", "kv"), "verdict"].startswith("GQA more concentrated: yes")
+    assert rows.loc[("facts", "mean", "query"), "verdict"].startswith("n/a")
+
+
+def test_specificity_verdict():
+    assert specificity_verdict([0.05, 0.1], 0.01) == "specific"
+    assert specificity_verdict([0.05, 0.1], float("nan")) == "specific"  # no usable neutral text
+    assert specificity_verdict([0.9, 0.7], 0.02) == "breaks everything"
+    assert specificity_verdict([0.9, 0.1], 0.02) == "breaks other tasks"
+    assert specificity_verdict([0.05, 0.1], 0.4) == "breaks other tasks"  # plain text suffers
+    assert specificity_verdict([0.3, 0.1], 0.01) == "partly shared"
+
+
+def test_stability_splits_find_a_planted_difference():
+    """Unit u0 matters only on ABBA prompts, u1 only on BABA: the split sees different top units."""
+    n = 8
+    order = np.array(["ABBA", "BABA"] * (n // 2))
+    clean = 4.0 + 0.01 * np.arange(n)
+    pp = pd.DataFrame({"row": np.arange(n), "clean": clean, "u0": np.where(order == "ABBA", 1.0, clean),
+                       "u1": np.where(order == "BABA", 0.0, clean), "u2": clean - 0.1})
+    data = pd.DataFrame({"order": order, "input_ids": [[1, 2]] * n})
+    rows, maps = stability_rows("ioi", "m", "gqa", "zero-query", pp, data)
+    by = {r["split"]: r for r in rows}
+    t = by["template order"]
+    assert (t["top_a"], t["top_b"], t["same_top"], t["n_a"], t["n_b"]) == ("u0", "u1", False, 4, 4)
+    drops = unit_drops(pp, order == "ABBA", True)
+    assert drops["u0"] == pytest.approx(3.03) and drops["u1"] == pytest.approx(0.0)
+    assert "clean LD" in by and len(maps) == 2
