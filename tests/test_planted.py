@@ -62,7 +62,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         p = Prompts(torch.randint(3, 8, (n, 5)), torch.full((n,), 4), {"io_id": torch.full((n,), 1),
                                                                       "s_id": torch.full((n,), 2)})
         sc = Scanner(m, H, D // H)
-        scores = score_units(sc, p, units(card), task, floor=0.0)
+        scores, _ = score_units(sc, p, units(card), task, floor=0.0)
         clean = ld_by_hand(SCALE_A + SCALE_B, eps)
         assert abs(scores["ld_clean"].iloc[0] - clean) < 1e-4
         top = scores.sort_values("drop", ascending=False)
