@@ -25,6 +25,7 @@ include: "rules/curves.smk"
 include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/analysis.smk"
+include: "rules/sweep.smk"
 include: "rules/report.smk"
 
 

@@ -11,7 +11,26 @@ from pathlib import Path
 import yaml
 
 
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
+
+
+def _with_sweep(models, sweep):
+    """The configured models plus the sweep's toys (a name may repeat only with the same spec: the
+    report re-reads an already expanded config)."""
+    models = dict(models or {})
+    for name, spec in expand_sweep(sweep).items() if sweep else ():
+        if name in models and models[name] != spec:
+            raise ValueError(f"config: models.{name} clashes with a model of the sweep; rename one of them")
+        models[name] = spec
+    if not models:
+        raise ValueError("config: no models: list some under models: or give a sweep: section")
+    return models
+
+
+config["models"] = _with_sweep(config.get("models"), config.get("sweep"))
 MODELS = list(config["models"])
+SWEEP_MODELS = [m for m in MODELS if SWEEP_META in config["models"][m]]
 TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
 ABLATION_DEFAULTS = {"kinds": ["zero"], "units": ["query"], "min_group": 8}
 
@@ -54,7 +73,8 @@ def models_for(task, ablation=None):
 
 
 def dataset_tasks():
-    extra = ["facts_shared"] if "facts" in TASKS and models_for("facts_shared") else []
+    shared = config["tasks"].get("facts", {}).get("shared", True)
+    extra = ["facts_shared"] if "facts" in TASKS and shared and models_for("facts_shared") else []
     return TASKS + extra
 
 
@@ -71,7 +91,7 @@ def model_spec(model):
 def model_build_spec(model):
     """What the model stage depends on: not the model's task or curve overrides, nor its size hint or
     resources, so changing those never retrains or reconverts a model."""
-    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation")}
+    return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)}
 
 
 def task_config(task, model):
@@ -187,6 +207,11 @@ def table_pairs():
     return [(t, a) for t in dataset_tasks() for a in ABLATIONS if models_for(t, a)]
 
 
+def sweep_pairs():
+    """(task, ablation) pairs that get a sweep table: every task and ablation of the sweep's models."""
+    return [(t, a) for t, a in table_pairs() if any(m in SWEEP_MODELS for m in models_for(t, a))]
+
+
 def stability_entries(task):
     """What the stability table of `task` reads, per model and ablation (facts: the shared scores too)."""
     out = []
@@ -197,9 +222,13 @@ def stability_entries(task):
                  "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
                  "dataset": f"results/data/{task}/{m}.parquet"}
             if task == "facts":
-                e["shared"] = f"results/scores/facts_shared/{m}/{a}.parquet" if m in models_for("facts_shared", a) else None
+                shared = "facts_shared" in dataset_tasks() and m in models_for("facts_shared", a)
+                e["shared"] = f"results/scores/facts_shared/{m}/{a}.parquet" if shared else None
             out.append(e)
     return out
+
+
+ANALYSES = ("stability", "specificity", "robustness")
 
 
 def all_outputs():
@@ -208,8 +237,11 @@ def all_outputs():
         out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
                 f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
     out += [f"results/figures/scale_{abl}.png" for abl in ABLATIONS]
-    out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
-    out += ["results/tables/robustness.csv", "results/tables/specificity.csv"]
+    extras = config.get("analysis", ANALYSES)
+    if "stability" in extras:
+        out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
+    out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
+    out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep_pairs()]
     return out + ["results/report.html"]
 
 

@@ -371,7 +371,7 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md, png, pdf
         if task == "facts":
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
-                             "split": "fact set", "note": "no shared set: the model's family has one member"})
+                             "split": "fact set", "note": "no shared set (a family of one, or tasks.facts.shared: false)"})
                 continue
             row, m = AN.shared_stability_row(e["model"], e["attention"], e["ablation"],
                                              pd.read_parquet(e["scores"]), pd.read_parquet(e["shared"]))
@@ -399,6 +399,27 @@ def write_robustness(table1s: dict, out_csv, out_md):
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation "
                                   "kind and unit"), out_md)
+
+
+def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
+                out_paired_md, png, pdf):
+    """The sweep's table, paired test and figure for one task and ablation. A toy that failed its
+    held-out checks (`acceptance.enforce: false` in a sweep) is counted, never used."""
+    from . import plots
+    from . import sweep as SW
+    from .tables import to_markdown
+
+    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
+    pm = SW.per_model(pd.read_csv(table1_csv), meta, passed)
+    summary, pairs = SW.summarize(pm, ci), SW.paired(pm, ci)
+    io.write_csv(summary, out_csv)
+    io.write_text(to_markdown(summary, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% interval "
+                                       "across seeds per size and KV-head count"), out_md)
+    io.write_csv(pairs, out_paired_csv)
+    io.write_text(to_markdown(pairs, f"Sweep — {task}, {ablation} ablation: each KV-head count minus the MHA model "
+                                     "of the same seed and size (paired t-test)"), out_paired_md)
+    _save(plots.sweep(summary, pm, title=f"{task}: {ablation} ablation, mean and {int(ci * 100)}% interval "
+                                         "across seeds"), png, pdf)
 
 
 # -- tables and figures ------------------------------------------------------------------

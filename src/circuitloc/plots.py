@@ -121,3 +121,28 @@ def stability(panels: list, title: str = ""):
 
 def _height(panels) -> int:
     return max(int(d["layer"].max()) + 1 for _, conds in panels for d in conds.values())
+
+
+def sweep(summary: pd.DataFrame, per_model: pd.DataFrame, title: str = ""):
+    """Top head score, heads-to-80% and its fraction against the number of KV heads (MHA on the
+    left, MQA on the right): mean and interval across seeds, one line per size, seeds as dots."""
+    panels = [("top_head_pct", "top head score (% damage)"), ("heads_to_80", "heads to 80% damage"),
+              ("heads_to_80_frac", "heads to 80% (fraction of units)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    for ax, (m, label) in zip(axes[0], panels):
+        for i, (size, g) in enumerate(summary.groupby("size", sort=False)):
+            g = g.sort_values("kv_heads", ascending=False)
+            x = np.arange(len(g)) + (i - 0.5) * 0.08
+            yerr = np.clip([g[m] - g[f"{m}_lo"], g[f"{m}_hi"] - g[m]], 0, None)
+            line = ax.errorbar(x, g[m], yerr=np.nan_to_num(yerr), marker="o", capsize=3, label=f"{size}")
+            pts = per_model[(per_model["size"] == size) & per_model["accepted"]]
+            pos = {kv: j for j, kv in enumerate(g["kv_heads"])}
+            ax.scatter([pos[k] + (i - 0.5) * 0.08 for k in pts["kv_heads"]], pts[m], s=8, alpha=0.4,
+                       color=line[0].get_color())
+            ax.set_xticks(np.arange(len(g)), [str(k) for k in g["kv_heads"]])
+        ax.set_xlabel("KV heads (8 query heads: MHA -> MQA)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8, title="size")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,41 @@
+rule sweep_tables:
+    input:
+        table1="results/tables/table1_{task}_{ablation}.csv",
+        cards=lambda wc: [card(m) for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
+    output:
+        csv=report(
+            "results/tables/sweep_{task}_{ablation}.csv",
+            caption="../report/sweep.rst",
+            category="sweep",
+            subcategory="{task}",
+            labels={"output": "Sweep table", "task": "{task}", "ablation": "{ablation}"},
+        ),
+        md="results/tables/sweep_{task}_{ablation}.md",
+        paired=report(
+            "results/tables/sweep_paired_{task}_{ablation}.csv",
+            caption="../report/sweep_paired.rst",
+            category="sweep",
+            subcategory="{task}",
+            labels={"output": "Sweep paired test", "task": "{task}", "ablation": "{ablation}"},
+        ),
+        paired_md="results/tables/sweep_paired_{task}_{ablation}.md",
+        png=report(
+            "results/figures/sweep_{task}_{ablation}.png",
+            caption="../report/sweep_figure.rst",
+            category="sweep",
+            subcategory="{task}",
+            labels={"output": "Sweep figure", "task": "{task}", "ablation": "{ablation}"},
+        ),
+        pdf="results/figures/sweep_{task}_{ablation}.pdf",
+    params:
+        models=lambda wc: [m for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
+        meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
+        ci=config.get("sweep", {}).get("ci", 0.95),
+    log:
+        "results/logs/tables/sweep_{task}_{ablation}.log",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/sweep_tables.py"
