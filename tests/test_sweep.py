@@ -89,7 +89,7 @@ def _planted(effect, seeds=5, fail=()):
             top = 30 + effect * np.log2(8 / kv) + rng.normal(0, 2) + s  # seed effect, shared across kv
             h80 = max(1, 6 - int(effect > 0) * int(np.log2(8 / kv)))
             rows.append({"model": name, "top_head_pct": top, "heads_to_80": str(h80), "heads_to_80_frac": h80 / 16,
-                         "n_units": 16, "effective_units": 4.0})
+                         "n_units": 16, "effective_units": 4.0, "top_share": 0.3})
             meta[name] = {"size": "small", "kv_heads": kv, "seed": s}
             passed[name] = name not in fail
     return per_model(pd.DataFrame(rows), meta, passed)

@@ -439,10 +439,10 @@ def write_table1(task, ablation, cards, scores, curves, threshold, out_csv, out_
     io.write_text(to_markdown(df, f"Table 1 — {task}, {ablation} ablation"), out_md)
 
 
-def write_table2(task, ablation, cards, curves, controls, out_csv, out_md):
+def write_table2(task, ablation, cards, curves, controls, out_csv, out_md, scores=None):
     from .tables import table2, to_markdown
 
-    df = table2(task, _cards(cards), _read(curves), _read(controls))
+    df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None)
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, f"Table 2 — {task}, {ablation} ablation: top head alone, and random mid-layer "
                                   "heads as a control"), out_md)

@@ -77,11 +77,12 @@ def per_model(table1, meta: dict, passed: dict):
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "top_head_pct": float(r["top_head_pct"]), "heads_to_80": count, "heads_to_80_frac": frac,
                      "heads_to_80_bounded": bounded, "effective_units": float(r["effective_units"]),
+                     "top_share": float(r["top_share"]),
                      "n_units": int(r["n_units"])})
     return pd.DataFrame(rows)
 
 
-METRICS = ("top_head_pct", "heads_to_80", "heads_to_80_frac", "effective_units")
+METRICS = ("top_head_pct", "heads_to_80", "heads_to_80_frac", "top_share", "effective_units")
 
 
 def summarize(pm, ci: float = 0.95):

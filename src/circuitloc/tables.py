@@ -47,7 +47,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     return pd.DataFrame(rows)
 
 
-def table2(task: str, cards: dict, curves: dict, controls: dict) -> pd.DataFrame:
+def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pd.DataFrame:
     t = task_of(task)
     rows = []
     for model, card in cards.items():
@@ -68,6 +68,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict) -> pd.DataFrame
             # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) else np.nan,
+            **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
         })
     return pd.DataFrame(rows)
 

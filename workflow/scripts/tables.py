@@ -12,4 +12,4 @@ curves = _by_model(snakemake.input.curves)
 run(write_table1, task, ablation, cards, _by_model(snakemake.input.scores), curves, snakemake.params.threshold,
     snakemake.output.table1, snakemake.output.table1_md)
 run(write_table2, task, ablation, cards, curves, _by_model(snakemake.input.controls), snakemake.output.table2,
-    snakemake.output.table2_md)
+    snakemake.output.table2_md, _by_model(snakemake.input.scores))
