@@ -43,6 +43,8 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             row[f"heads_to_80{suffix}"] = M.format_heads_to(h, len(cm))
             row[f"heads_to_80{suffix}_frac"] = h / len(s) if h is not None else np.nan
         row.update(M.concentration(s["drop"].to_numpy()))
+        if "aligned" in s and s["aligned"].notna().any():  # mean / resample: share of aligned replacements
+            row["aligned"] = float(s["aligned"].iloc[0])
         rows.append(row)
     return pd.DataFrame(rows)
 
