@@ -6,7 +6,6 @@ import logging
 
 import numpy as np
 import pandas as pd
-import torch
 
 from . import metrics as M
 from . import stats as S
