@@ -9,6 +9,7 @@ import pandas as pd
 from . import metrics as M
 from . import stats as S
 from .ablation import parse_ablation
+from .sweep import heads_to_80_bound
 from .tasks.registry import task_of
 
 # -- stability ---------------------------------------------------------------------------
@@ -80,16 +81,8 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
 
 # -- robustness --------------------------------------------------------------------------
 
-def _h80(row) -> tuple[float, bool]:
-    """heads-to-80% as a fraction of units; '> K' becomes the lower bound (K + 1) / units."""
-    raw = str(row["heads_to_80"])
-    if raw.startswith(">"):
-        return (int(raw[1:]) + 1) / row["n_units"], True
-    return float(row["heads_to_80_frac"]), False
-
-
 def _side(df: pd.DataFrame) -> dict:
-    h = [_h80(r) for _, r in df.iterrows()]
+    h = [heads_to_80_bound(r)[1:] for _, r in df.iterrows()]  # (fraction, is a lower bound)
     return {"models": ", ".join(df["model"]), "top_head_pct": float(df["top_head_pct"].mean()),
             "heads_to_80": ", ".join(df["heads_to_80"].astype(str)),
             "heads_to_80_frac": float(np.mean([v for v, _ in h])), "bound": any(b for _, b in h),

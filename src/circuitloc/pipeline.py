@@ -254,7 +254,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     job = _Job(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device, opts=opts)
     floor, clean_pp = job.floor(), job.clean_per_prompt()
     clean = float(clean_pp.mean())
-    scores = pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
+    scores = _ranked(scores_path)
     by_label = {u["unit"]: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
     steps = min(int(cfg["max_steps"]), len(ranked))
@@ -299,9 +299,13 @@ def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int 
     return df, coverage
 
 
+def _ranked(scores_path) -> pd.DataFrame:
+    """Units by descending single-unit drop, ties by position: the order of curves and of 'top unit'."""
+    return pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
+
+
 def _top_unit(scores_path) -> str:
-    s = pd.read_parquet(scores_path)
-    return s.sort_values(["drop", "layer", "head"], ascending=[False, True, True])["unit"].iloc[0]
+    return _ranked(scores_path)["unit"].iloc[0]
 
 
 def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,

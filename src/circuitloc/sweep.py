@@ -45,7 +45,7 @@ def expand(sweep: dict) -> dict:
     return out
 
 
-def _h80(row):
+def heads_to_80_bound(row):
     """(count, fraction, bounded): '> K' becomes the lower bound K + 1."""
     raw = str(row["heads_to_80"])
     if raw.startswith(">"):
@@ -73,7 +73,7 @@ def per_model(table1, meta: dict, passed: dict):
 
     rows = []
     for _, r in table1[table1["model"].isin(list(meta))].iterrows():
-        count, frac, bounded = _h80(r)
+        count, frac, bounded = heads_to_80_bound(r)
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "top_head_pct": float(r["top_head_pct"]), "heads_to_80": count, "heads_to_80_frac": frac,
                      "heads_to_80_bounded": bounded, "effective_units": float(r["effective_units"]),
