@@ -13,6 +13,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
+from circuitloc.checkpoints import checkpoint_files  # noqa: E402
 
 
 def _with_sweep(models, sweep):
@@ -92,6 +93,14 @@ def model_build_spec(model):
     """What the model stage depends on: not the model's task or curve overrides, nor its size hint or
     resources, so changing those never retrains or reconverts a model."""
     return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)}
+
+
+def model_source_files(wc):
+    """Local files a model is built from (a stored toy checkpoint): editing one rebuilds the model."""
+    toy = model_spec(wc.model).get("toy", {})
+    if model_spec(wc.model).get("source") == "toy" and toy.get("checkpoint"):
+        return checkpoint_files(toy["checkpoint"])
+    return []
 
 
 def task_config(task, model):

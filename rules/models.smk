@@ -1,4 +1,6 @@
 rule model:
+    input:
+        model_source_files,
     output:
         card="results/models/{model}/card.json",
     params:

@@ -193,3 +193,24 @@ def test_default_vocabulary_from_shipped_resources():
     assert len(df) == len(taught)
     assert all(tok.unk_token_id not in ids for ids in df["input_ids"])
     assert len(induction_task.candidate_tokens(tok)) >= s["pool_size"]
+
+
+def test_checkpoint_is_copied_and_rechecked_here(facts_path, tmp_path):
+    from safetensors.torch import load_file
+
+    trained = toy.train_toy(spec(facts_path), tmp_path / "trained", log=lambda m: None)
+    ck = {"checkpoint": str(tmp_path / "trained"), "eval": TINY["eval"], "acceptance": {"enforce": False}}
+    r = toy.train_toy(ck, tmp_path / "copy", log=lambda m: None)
+    # the held-out checks are recomputed from the stored weights, recipe and taught facts: same numbers
+    assert r["checks"] == trained["checks"] and r["checkpoint"] == ck["checkpoint"]
+    a, b = load_file(tmp_path / "trained" / "model.safetensors"), load_file(tmp_path / "copy" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # a spec that contradicts the stored recipe is refused by name; so is a failing checkpoint
+    with pytest.raises(ToyTrainingError, match="toy.n_kv_heads"):
+        toy.train_toy({**ck, "n_kv_heads": 2}, tmp_path / "bad", log=lambda m: None)
+    with pytest.raises(ToyTrainingError, match="failed its held-out checks"):
+        toy.train_toy({**ck, "acceptance": {"enforce": True, "icl_loss": -1.0}}, tmp_path / "bad", log=lambda m: None)
+    (tmp_path / "trained" / "toy_facts.json").unlink()
+    with pytest.raises(ToyTrainingError, match="missing toy_facts.json"):
+        toy.train_toy(ck, tmp_path / "bad", log=lambda m: None)
+    assert not (tmp_path / "bad").exists()

@@ -34,9 +34,17 @@ def format_heads_to(value: int | None, steps: int) -> str:
     return str(value) if value is not None else f"> {steps}"
 
 
+# Drops below this fraction of the largest one count as no drop: a cut at exactly 0 would let float
+# noise (+1e-7 on one CPU, -1e-7 on another) change the set of units the entropy sums over.
+NEGLIGIBLE_DROP = 1e-6
+
+
 def concentration(drops) -> dict:
-    """Top unit's share of all positive drop, and the effective number of units exp(entropy)."""
-    pos = np.clip(np.asarray(drops, dtype=float), 0, None)
+    """Top unit's share of all positive drop, and the effective number of units exp(entropy),
+    over the drops above NEGLIGIBLE_DROP times the largest one."""
+    d = np.asarray(drops, dtype=float)
+    top = d.max(initial=0.0)
+    pos = np.where(d > NEGLIGIBLE_DROP * top, d, 0.0) if top > 0 else np.zeros_like(d)
     total = pos.sum()
     if total <= 0:
         return {"top_share": float("nan"), "effective_units": float("nan")}

@@ -52,6 +52,8 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
         result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
         path, extra = str(weights_dir), {"checks": result["checks"], "train_seconds": result["train_seconds"],
                                           "steps": result["steps"], "recipe": result.get("recipe")}
+        if result.get("checkpoint"):
+            extra["checkpoint"] = result["checkpoint"]
     elif source == "gguf":
         from .models.gguf import convert_gguf, fetch_gguf
 

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..checkpoints import CHECKPOINT_FILES, checkpoint_files
 from ..errors import ToyTrainingError
 from ..io import atomic_dir, write_json
 from ..tasks import facts as facts_task
@@ -206,6 +207,12 @@ def _counts(mix: dict, batch: int) -> dict:
     return dict(zip(keys, n.tolist()))
 
 
+def training_ioi(s: dict, ioi_res: dict) -> pd.DataFrame:
+    """Every IOI sentence the training stream draws from (held-out checks exclude them)."""
+    n_ioi = max(_counts(s["mix"], int(s["batch"]))["ioi"] * int(s["steps"]), 1)
+    return ioi_task.generate(n_ioi, seed=1_000_000 + int(s["seed"]), resources=ioi_res)
+
+
 class Corpus:
     """The deterministic training stream: batch(step) is a pure function of (spec, step)."""
 
@@ -214,8 +221,7 @@ class Corpus:
         self.n = _counts(s["mix"], int(s["batch"]))
         self.bos = tok.bos_token_id
         self.seed = int(s["seed"])
-        n_ioi = max(self.n["ioi"] * int(s["steps"]), 1)
-        raw = ioi_task.generate(n_ioi, seed=1_000_000 + self.seed, resources=ioi_res)
+        raw = training_ioi(s, ioi_res)
         self.ioi_text = set(raw["prompt"])
         enc = tok([p + " " + io for p, io in zip(raw["prompt"], raw["io"])], add_special_tokens=False)["input_ids"]
         self.ioi = [[self.bos] + list(e) for e in enc]
@@ -307,6 +313,8 @@ def judge(m: dict, acc: dict) -> tuple[bool, list[str]]:
 # --------------------------------------------------------------------------- training
 
 def train_toy(spec: dict, out_dir, log=print) -> dict:
+    if spec.get("checkpoint"):
+        return from_checkpoint(spec, out_dir, log)
     s = resolve_spec(spec)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(int(s["threads"]))
@@ -406,3 +414,59 @@ def _train(s: dict, out_dir: Path, log) -> dict:
                               for r in taught.itertuples()]}, tmp / "toy_facts.json")
         write_json({**result, "history": history}, tmp / "toy_checks.json")
     return result
+
+
+# --------------------------------------------------------------------------- stored checkpoints
+
+# What a checkpoint's recipe fixes: a spec that names one of these must agree with it.
+CHECKPOINT_FIXED = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_mlp", "rope_theta", "max_len", "seed",
+                    "steps", "batch", "lr", "warmup", "weight_decay", "betas", "clip", "loss", "mix", "repeat_len",
+                    "pool_size", "n_facts", "facts_path", "ioi_resources")
+
+def from_checkpoint(spec: dict, out_dir, log=print) -> dict:
+    """A toy trained earlier (a directory that train_toy wrote) instead of training one now: copied,
+    then checked on held-out prompts on this machine. Training over many steps drifts apart across
+    CPUs (float summation order); stored weights give every machine the same model to score."""
+    import json
+    import shutil
+
+    from transformers import Qwen2ForCausalLM
+
+    from .load import load_tokenizer
+
+    ck = Path(spec["checkpoint"])
+    missing = [f for f in checkpoint_files(ck) if not Path(f).is_file()]
+    if missing:
+        raise ToyTrainingError(f"toy checkpoint {ck}: missing {', '.join(Path(f).name for f in missing)} "
+                               "(expected a directory written by the toy source)")
+    try:
+        stored = json.loads((ck / "toy_checks.json").read_text())
+        recipe = stored["recipe"]
+        taught = pd.DataFrame(json.loads((ck / "toy_facts.json").read_text())["facts"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ToyTrainingError(f"toy checkpoint {ck}: toy_checks.json or toy_facts.json unreadable "
+                               f"({type(e).__name__}: {e})") from e
+    for k in CHECKPOINT_FIXED:
+        if k in spec and spec[k] != recipe.get(k):
+            raise ToyTrainingError(f"toy checkpoint {ck}: toy.{k} = {spec[k]!r} but the checkpoint was "
+                                   f"trained with {recipe.get(k)!r}; drop toy.{k} or use another checkpoint")
+    s = resolve_spec({**{k: recipe[k] for k in CHECKPOINT_FIXED if k in recipe},
+                      **{k: v for k, v in spec.items() if k != "checkpoint"}})
+    ioi_res = ioi_task.load_resources(s["ioi_resources"])
+    tok = load_tokenizer(str(ck))
+    model = Qwen2ForCausalLM.from_pretrained(ck, dtype=torch.float32).eval()
+    evaluator = Evaluator(s, tok, ioi_res, taught, set(training_ioi(s, ioi_res)["prompt"]))
+    m = evaluator(model)
+    passed, lines = judge(m, s["acceptance"])
+    log(f"toy checkpoint {ck} checks (held-out, this machine): " + "; ".join(lines)
+        + f" -> {'PASSED' if passed else 'FAILED'}")
+    if not passed and s["acceptance"].get("enforce", True):
+        raise ToyTrainingError(f"toy checkpoint {ck} failed its held-out checks: " + "; ".join(lines)
+                               + ". Nothing was written to " + str(out_dir) + ".")
+    thresholds = {k: float(s["acceptance"][k]) for k in ("ioi_ld", "ioi_acc", "icl_loss", "facts_acc")}
+    with atomic_dir(out_dir) as tmp:
+        for f in CHECKPOINT_FILES:
+            shutil.copy2(ck / f, tmp / f)
+    return {"checks": {**m, "passed": bool(passed), "thresholds": thresholds},
+            "train_seconds": stored.get("train_seconds"), "steps": int(s["steps"]), "recipe": s,
+            "checkpoint": str(ck)}
