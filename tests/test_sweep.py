@@ -197,3 +197,30 @@ def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_p
     assert pairs.loc[1, "mha_top_head_pct"] == pytest.approx((30 + 60) / 2)
     assert pairs.loc[1, "top_head_pct_diff"] == pytest.approx(30)
     assert pairs.loc[1, "mha_clean"] == pytest.approx((4 + 7) / 2)
+
+
+def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp_path):
+    """The sweep job end to end on a planted Table 1 (no models run): a censored MHA curve, a toy that
+    failed its checks and one without task behaviour; CSVs, markdown with the adjustment named, figure."""
+    import json
+
+    from circuitloc.pipeline import write_sweep
+
+    spec = {}
+    for s in range(4):
+        spec[(8, s)] = (30.0 + s, "> 16" if s == 0 else "6", -1.0 if s == 3 else 5.0)
+        spec[(2, s)] = (50.0 + s, "3", 5.0)
+    t1, meta = _rows(spec)
+    t1.to_csv(tmp_path / "t1.csv", index=False)
+    cards = {}
+    for m in meta:
+        cards[m] = tmp_path / f"{m}.json"
+        cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
+    out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
+    write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, *out.values(), {"p_adjust": "holm"})
+    pairs = pd.read_csv(out["p.csv"])
+    assert pairs.loc[0, "seeds"] == "0 1" and pairs.loc[0, "censored_pairs"] == 1
+    assert "top_head_pct_p_holm" in pairs and "holm" in out["p.md"].read_text()
+    summary = pd.read_csv(out["s.csv"]).set_index("kv_heads")
+    assert summary.loc[8, "no_behaviour_seeds"] == 1 and summary.loc[2, "excluded_seeds"] == 1
+    assert out["f.png"].stat().st_size > 10_000
