@@ -203,3 +203,12 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
         t1 = table1("ioi", {"planted": card}, {"planted": s}, {"planted": curve})
         assert (t1.loc[0, "top_head"], t1.loc[0, "unit_kind"], t1.loc[0, "heads_to_80"]) == (top, kind, h80)
         assert t1.loc[0, "task_behaviour"]
+    # with a per-prompt floor and the bootstrap: the model is input-independent, so every resample gives
+    # the same damage and the interval collapses onto it (curves too)
+    boot = {"n": 20, "seed": 0}
+    s, _ = score_units(sc, p, units(card, "layer"), task, floor=np.zeros(n), bootstrap=boot)
+    assert np.allclose(s["damage_lo"], s["damage"], atol=1e-5) and np.allclose(s["damage_hi"], s["damage"], atol=1e-5)
+    clean_pp = np.full(n, clean)
+    c = pd.DataFrame(ranked_curve(sc, p, units(card, "layer")[::-1], task, clean, np.zeros(n), 2, clean_pp=clean_pp,
+                                  bootstrap=boot))
+    assert np.allclose(c["damage_lo"], c["damage"], atol=1e-4) and "top_freq" not in c

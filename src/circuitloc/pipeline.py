@@ -247,7 +247,7 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
 
 def attention_scores(job) -> pd.DataFrame:
     """Mean attention from the last position to B's position (the ABA offset), per query head;
-    for kv units, the mean over the group's query heads."""
+    for kv and layer units, the mean over the unit's query heads."""
     from .heads import induction_scores
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
