@@ -82,7 +82,7 @@ def dataset_tasks():
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     task="ioi|induction|facts|facts_shared",
-    ablation="(zero|mean|resample)-(query|kv)",
+    ablation="(zero|mean|resample)-(query|kv|layer)",
 
 
 def model_spec(model):

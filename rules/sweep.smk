@@ -31,6 +31,7 @@ rule sweep_tables:
         models=lambda wc: [m for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
         meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
         ci=config.get("sweep", {}).get("ci", 0.95),
+        stats={k: config["sweep"][k] for k in ("alpha", "p_adjust") if k in config.get("sweep", {})},  # schema defaults
     log:
         "results/logs/tables/sweep_{task}_{ablation}.log",
     resources:

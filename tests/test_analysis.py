@@ -65,3 +65,51 @@ def test_stability_splits_find_a_planted_difference():
     drops = unit_drops(pp, order == "ABBA", True)
     assert drops["u0"] == pytest.approx(3.03) and drops["u1"] == pytest.approx(0.0)
     assert "clean LD" in by and len(maps) == 2
+
+
+def test_robustness_layer_rows_need_both_models_and_no_task_behaviour_enters_no_verdict():
+    """Layer units: no stand-in from the query table (a layer is a layer under MHA and GQA). A model
+    whose clean IOI logit difference is negative is left out of the verdict and named."""
+    q = pd.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2)])
+    layer = pd.DataFrame([_t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
+    layer_both = pd.DataFrame([_t1("toy_mha", "toy", "mha", 70, 2, n_units=2), _t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
+    dead = q.assign(task_behaviour=[False, True], baseline_ld=[-0.1, 3.0])
+    df = robustness({("ioi", "zero-query"): q, ("ioi", "zero-layer"): layer, ("induction", "zero-layer"): layer_both,
+                     ("facts", "zero-query"): dead})
+    rows = df.set_index(["task", "kind", "unit"])
+    assert rows.loc[("ioi", "zero", "layer"), "verdict"].startswith("n/a: needs an MHA and a GQA model")
+    assert rows.loc[("induction", "zero", "layer"), "verdict"].startswith("GQA more concentrated: yes")
+    assert rows.loc[("facts", "zero", "query"), "verdict"] == "n/a: no task behaviour on one side"
+    assert rows.loc[("facts", "zero", "query"), "no_task_behaviour"] == "toy_mha"
+    # a stored Table 1 without the task_behaviour column: IOI's baseline LD decides
+    old = robustness({("ioi", "zero-query"): q.assign(baseline_ld=[2.0, -1.0])}).iloc[0]
+    assert old["verdict"].startswith("n/a: no task behaviour") and old["no_task_behaviour"] == "toy_gqa"
+
+
+def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
+    from circuitloc.tables import table2
+
+    def curve(clean, top):
+        return pd.DataFrame([{"method": "ranked", "step": 1, "unit": "L1", "layer": 1, "head": 0, "ld": top,
+                              "damage": 1 - top / clean, "clean": clean, "floor": 0.0}])
+
+    ctrl = pd.DataFrame({"ld": [1.0], "unit": ["L0"], "layer": [0], "head": [0]})
+    cards = {m: {"attention": "gqa"} for m in ("ok", "dead")}
+    t2 = table2("ioi", cards, {"ok": curve(2.0, -0.5), "dead": curve(-0.2, 0.3)}, {"ok": ctrl, "dead": ctrl})
+    t2 = t2.set_index("model")
+    assert t2.loc["ok", "sign_flip"] == True  # noqa: E712  (a Python bool in an object column)
+    assert t2.loc["dead", "sign_flip"] is None and not t2.loc["dead", "task_behaviour"]
+    assert t2.loc["ok", "top_head"] == "L1"  # a layer unit is named by its layer
+
+
+def test_heatmap_and_table1_accept_layer_units():
+    from circuitloc.ablation import units
+    from circuitloc.plots import heatmaps
+
+    card = {"n_layers": 3, "n_heads": 4, "n_kv_heads": 2}
+    rows = units(card, "layer")
+    assert [u["unit"] for u in rows] == ["L0", "L1", "L2"] and all(u["heads"] == [0, 1, 2, 3] for u in rows)
+    scores = pd.DataFrame([{"layer": u["layer"], "head": u["head"], "unit": u["unit"], "drop": d}
+                           for u, d in zip(rows, (0.1, 2.0, 0.3))])
+    fig = heatmaps({"m": scores}, title="layer units")
+    assert fig.axes[0].get_xlabel() == "head"

@@ -96,3 +96,119 @@ def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
     again = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2, seed=0, exclude=["L0H3"])
     assert list(again["unit"]) == list(random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2,
                                                       seed=0, exclude=["L0H3"])["unit"])
+
+
+# -- redundant query heads in one KV group: what a per-query-head score cannot see ------------------
+OFF_R = 10.0                      # the residual's fixed part (on w): sets where the final RMSNorm saturates
+RED, S_RED = (1, (0, 1)), 200.0   # layer 1, query heads 0 and 1 (KV group 0 of 4 query / 2 KV heads), each
+S_H3, S_L0 = 2.0, 1.0             # layer 1 head 3 (KV group 1) and layer 0 head 1: small independent writers
+
+
+def redundant_model():
+    """Qwen2 GQA, 4 query heads sharing 2 KV heads. Heads 0 and 1 of layer 1 both write 200u: either
+    alone saturates the final RMSNorm, so removing one barely moves LD = 2 x_u / rms(x); removing both
+    (their KV group, or the whole layer) leaves only the small writers. Attention is uniform and every
+    head's z is ones (value bias 1), so LD is input-independent and computable by hand."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=8, hidden_size=D, intermediate_size=8, num_hidden_layers=2,
+                      num_attention_heads=H, num_key_value_heads=2, tie_word_embeddings=False)
+    m = Qwen2ForCausalLM(cfg).eval()
+    u, w = torch.zeros(D), torch.zeros(D)
+    u[0], w[1] = 1.0, 1.0
+    dh = D // H
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        for mod in m.modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.fill_(1.0)
+        m.model.embed_tokens.weight[:] = OFF_R * w
+        e = torch.ones(dh)
+        for layer, head, scale in ((1, 0, S_RED), (1, 1, S_RED), (1, 3, S_H3), (0, 1, S_L0)):
+            attn = m.model.layers[layer].self_attn
+            attn.v_proj.bias.fill_(1.0)
+            attn.o_proj.weight[:, head * dh:(head + 1) * dh] = scale * torch.outer(u, e) / e.dot(e)
+        m.lm_head.weight[1] = u
+        m.lm_head.weight[2] = -u
+    return m
+
+
+def ld_red(x_u, eps):
+    """LD = 2 x_u / rms(x) for a residual with OFF_R on w and x_u on u (D = 16 dimensions)."""
+    return 2 * x_u / math.sqrt((x_u ** 2 + OFF_R ** 2) / D + eps)
+
+
+def ld_plain_forward(m, ids, zeroed: dict) -> float:
+    """Independent of the scan engine: a plain Hugging Face forward in which a pre-hook on o_proj zeroes
+    the z slices of the heads in `zeroed` ({layer: [heads]}); LD at the last position."""
+    dh = D // H
+    hooks = []
+    for layer, heads in zeroed.items():
+        def pre(mod, args, heads=heads):
+            z = args[0].clone()
+            for h in heads:
+                z[..., h * dh:(h + 1) * dh] = 0
+            return (z,)
+        hooks.append(m.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(pre))
+    try:
+        with torch.no_grad():
+            logits = m(ids).logits[:, -1]
+    finally:
+        for h in hooks:
+            h.remove()
+    return float((logits[:, 1] - logits[:, 2]).mean())
+
+
+def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
+    m = redundant_model()
+    eps = m.config.rms_norm_eps
+    card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 2, "d_head": D // H, "attention": "gqa",
+            "family": "planted", "n_params": 1}
+    task = TASKS["ioi"]
+    n = 4
+    ids = torch.randint(3, 8, (n, 5))
+    p = Prompts(ids, torch.full((n,), 4), {"io_id": torch.full((n,), 1), "s_id": torch.full((n,), 2)})
+    sc = Scanner(m, H, D // H)
+    x_clean = 2 * S_RED + S_H3 + S_L0  # 403 on u
+    clean = ld_red(x_clean, eps)
+    assert abs(ld_plain_forward(m, ids, {}) - clean) < 1e-4
+    by_unit = {}
+    for kind in ("query", "kv", "layer"):
+        s, _ = score_units(sc, p, units(card, kind), task, floor=0.0)
+        assert abs(s["ld_clean"].iloc[0] - clean) < 1e-4
+        by_unit[kind] = s.set_index("unit")
+    # by hand: what is left on u after each ablation, and LD through a plain hooked forward
+    cases = {("query", "L1H0"): (x_clean - S_RED, {1: [0]}), ("query", "L1H1"): (x_clean - S_RED, {1: [1]}),
+             ("kv", "L1G0"): (S_H3 + S_L0, {1: [0, 1]}), ("kv", "L1G1"): (x_clean - S_H3, {1: [2, 3]}),
+             ("layer", "L1"): (S_L0, {1: [0, 1, 2, 3]}), ("layer", "L0"): (x_clean - S_L0, {0: [0, 1, 2, 3]})}
+    for (kind, label), (x_left, zeroed) in cases.items():
+        hand = clean - ld_red(x_left, eps)
+        plain = clean - ld_plain_forward(m, ids, zeroed)
+        got = by_unit[kind].loc[label, "drop"]
+        assert abs(hand - plain) < 1e-4, (label, hand, plain)
+        assert abs(got - hand) < 1e-4, (label, got, hand)
+    # each redundant query head alone: < 1% of LD; their KV group: ~71%; their layer: ~90%
+    assert by_unit["query"]["damage"].max() < 0.01
+    assert 0.6 < by_unit["kv"].loc["L1G0", "damage"] < 0.8
+    assert by_unit["layer"].loc["L1", "damage"] > 0.85
+    assert by_unit["layer"].loc["L1", "heads"] == [0, 1, 2, 3] and by_unit["layer"].loc["L1", "head"] == 0
+    # Table 1 names the top unit by its kind; the layer unit needs one unit to reach 80%
+    for kind, top, h80 in (("kv", "1.0", "2"), ("layer", "L1", "1")):
+        s = by_unit[kind].reset_index()
+        ranked = [u for lbl in s.sort_values("drop", ascending=False)["unit"] for u in units(card, kind)
+                  if u["unit"] == lbl]
+        curve = pd.DataFrame(ranked_curve(sc, p, ranked, task, clean, 0.0, len(ranked)))
+        curve["method"], curve["clean"], curve["floor"], curve["n_prompts"] = "ranked", clean, 0.0, n
+        t1 = table1("ioi", {"planted": card}, {"planted": s}, {"planted": curve})
+        assert (t1.loc[0, "top_head"], t1.loc[0, "unit_kind"], t1.loc[0, "heads_to_80"]) == (top, kind, h80)
+        assert t1.loc[0, "task_behaviour"]
+    # with a per-prompt floor and the bootstrap: the model is input-independent, so every resample gives
+    # the same damage and the interval collapses onto it (curves too)
+    boot = {"n": 20, "seed": 0}
+    s, _ = score_units(sc, p, units(card, "layer"), task, floor=np.zeros(n), bootstrap=boot)
+    assert np.allclose(s["damage_lo"], s["damage"], atol=1e-5) and np.allclose(s["damage_hi"], s["damage"], atol=1e-5)
+    clean_pp = np.full(n, clean)
+    c = pd.DataFrame(ranked_curve(sc, p, units(card, "layer")[::-1], task, clean, np.zeros(n), 2, clean_pp=clean_pp,
+                                  bootstrap=boot))
+    assert np.allclose(c["damage_lo"], c["damage"], atol=1e-4) and "top_freq" not in c

@@ -28,13 +28,13 @@ def ld(logits, f):
 
 @pytest.mark.parametrize("kind", ["neox", "qwen_gqa", "qwen_mha"])
 @pytest.mark.parametrize("budget", [100000, 40, 7])
-@pytest.mark.parametrize("ablation", ["zero", "zero-kv", "mean", "mean-kv", "mean_aligned", "resample",
-                                      "resample-kv"])
+@pytest.mark.parametrize("ablation", ["zero", "zero-kv", "zero-layer", "mean", "mean-kv", "mean_aligned", "resample",
+                                      "resample-kv", "resample-layer"])
 def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
     card = card_for(tiny_dirs[kind])
     bridge, tok = load(card)
     p = _prompts(len(tok))
-    unit_rows = units(card, "kv" if ablation.endswith("kv") else "query")
+    unit_rows = units(card, ablation.partition("-")[2] or "query")
     sets = [{}] + [as_sets([u]) for u in unit_rows] + [as_sets(unit_rows[:3]), as_sets(unit_rows[2:7:2])]
     sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
     n = len(p)

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from circuitloc.stats import agreement, bootstrap_weights, drop_intervals
+from circuitloc.stats import (agreement, benjamini_hochberg, bootstrap_weights, censored_median, censored_scores,
+                             drop_intervals, holm, paired_censored, sign_flip_p)
 
 
 def _data(n, seed=0):
@@ -46,3 +47,56 @@ def test_agreement():
     assert same["same_top"] and same["spearman"] == pytest.approx(1.0) and same["top5_overlap"] == 1.0
     rev = agreement([6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6], labels)
     assert not rev["same_top"] and rev["spearman"] == pytest.approx(-1.0) and rev["top5_overlap"] == pytest.approx(0.8)
+
+
+def test_damage_interval_resamples_numerator_and_denominator_together():
+    """Each prompt's ablated metric is half its clean metric, so every resample's damage
+    drop / clean is exactly 0.5: the interval has no width. Dividing the drop's interval by the
+    fixed clean mean (the old way) gives a wide one."""
+    rng = np.random.default_rng(0)
+    clean = rng.uniform(1.0, 5.0, 40)
+    ablated = np.stack([0.5 * clean, clean - 1.0])
+    iv = drop_intervals(clean, ablated, True, 500, 0, floor=0.0)
+    assert iv["damage_lo"][0] == pytest.approx(0.5) and iv["damage_hi"][0] == pytest.approx(0.5)
+    fixed = (iv["hi"][0] - iv["lo"][0]) / clean.mean()
+    assert fixed > 0.1
+    # a per-prompt floor (induction's no-repeat loss) is resampled too: a loss whose ablated value sits
+    # halfway between clean and floor on every prompt has damage exactly 0.5
+    loss, floor = rng.uniform(0.1, 1.0, 40), rng.uniform(3.0, 6.0, 40)
+    iv = drop_intervals(loss, [(loss + floor) / 2], False, 500, 0, floor=floor)
+    assert iv["damage_lo"][0] == pytest.approx(0.5) and iv["damage_hi"][0] == pytest.approx(0.5)
+
+
+def test_holm_and_benjamini_hochberg_against_hand_computation():
+    # p = [0.01, 0.04, 0.03, 0.005], m = 4. Holm: sort 0.005, 0.01, 0.03, 0.04 and multiply by
+    # 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04; running maximum: 0.02, 0.03, 0.06, 0.06; back in input order
+    # [0.03, 0.06, 0.06, 0.02]. BH: multiply by 4/1, 4/2, 4/3, 4/4: 0.02, 0.02, 0.04, 0.04; running
+    # minimum from the largest: 0.02, 0.02, 0.04, 0.04; in input order [0.02, 0.04, 0.04, 0.02].
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert np.allclose(holm(p), [0.03, 0.06, 0.06, 0.02])
+    assert np.allclose(benjamini_hochberg(p), [0.02, 0.04, 0.04, 0.02])
+    # untestable entries (NaN) are not tests: m counts only the finite p-values, and 1 caps the result
+    got = holm([0.01, np.nan, 0.04, 0.5])
+    assert np.isnan(got[1]) and np.allclose(got[[0, 2, 3]], [0.03, 0.08, 0.5])
+    assert holm([0.6, 0.7])[0] == 1.0
+
+
+def test_sign_flip_test_is_exact():
+    assert sign_flip_p([1, 1, 1, 1, 1]) == pytest.approx(2 / 32)  # the smallest p five pairs allow
+    assert sign_flip_p([0, 0, 0]) == 1.0
+    # d = [3, 1, -1]: |sum| = 3; the 8 sign patterns give |sum| 5, 3, 1, 3, 3, 1, 3, 5 -> 6 of 8 are >= 3
+    assert sign_flip_p([3, 1, -1]) == pytest.approx(6 / 8)
+
+
+def test_censored_scores_and_pairs():
+    # without censoring Gehan's score is 2 * rank - (n + 1)
+    assert np.allclose(censored_scores([5, 1, 3], [False] * 3), [2, -2, 0])
+    # '> 8' ranks above every observed value at or below 8; two '> 8' tie
+    s = censored_scores([8, 2, 8, 3], [True, False, True, False])
+    assert s[0] == s[2] == 2 and s[1] == -3 and s[3] == -1
+    # MHA '> 8' vs GQA 3: a GQA win; both '> 8': a tie; MHA 4 vs GQA '> 8': a GQA loss;
+    # MHA 9 vs GQA '> 8': undecidable, a tie
+    out = paired_censored([8, 8, 4, 9], [True, True, False, False], [3, 8, 8, 8], [False, True, True, True])
+    assert (out["wins"], out["losses"], out["ties"]) == (1, 1, 2)
+    assert censored_median([8, 2, 8], [True, False, True]) == (8.0, True)
+    assert censored_median([8, 2, 3], [True, False, False]) == (3.0, False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -15,11 +16,12 @@ log = logging.getLogger(__name__)
 
 
 KINDS = ("zero", "mean", "resample")
-UNITS = ("query", "kv")
+UNITS = ("query", "kv", "layer")
 
 
 def parse_ablation(name: str) -> tuple[str, str]:
-    """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); a bare kind means query heads."""
+    """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); 'zero-layer' -> (zero, layer); a bare
+    kind means query heads."""
     kind, _, unit = name.partition("-")
     unit = unit or "query"
     if kind not in KINDS or unit not in UNITS:
@@ -28,17 +30,40 @@ def parse_ablation(name: str) -> tuple[str, str]:
 
 
 def units(card: dict, unit: str = "query") -> list[dict]:
-    """One dict per unit: label, layer, index, and the query heads it silences."""
+    """One dict per unit: label, layer, index, and the query heads it silences. query: L{l}H{h};
+    kv: L{l}G{g}, every query head of kv group g; layer: L{l}, every query head of layer l (one row
+    per layer, head index 0, so layer x head maps and tables keep their shape)."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}: expected one of {', '.join(UNITS)}")
     L, H, K = card["n_layers"], card["n_heads"], card["n_kv_heads"]
     out = []
     for layer in range(L):
         if unit == "query":
             out += [{"unit": f"L{layer}H{h}", "layer": layer, "head": h, "heads": [h]} for h in range(H)]
+        elif unit == "layer":
+            out.append({"unit": f"L{layer}", "layer": layer, "head": 0, "heads": list(range(H))})
         else:  # every query head that reads kv head g (grouped-query layout: consecutive heads)
             g_size = H // K
             out += [{"unit": f"L{layer}G{g}", "layer": layer, "head": g,
                      "heads": list(range(g * g_size, (g + 1) * g_size))} for g in range(K)]
     return out
+
+
+UNIT_LABEL = {"query": re.compile(r"^L\d+H\d+$"), "kv": re.compile(r"^L\d+G\d+$"), "layer": re.compile(r"^L\d+$")}
+
+
+def unit_kind(label: str) -> str:
+    """'L3H1' -> query, 'L3G0' -> kv, 'L3' -> layer (the kind of unit a label names)."""
+    for kind, pattern in UNIT_LABEL.items():
+        if pattern.match(str(label)):
+            return kind
+    raise ValueError(f"not a unit label: {label!r}")
+
+
+def short_label(label: str, layer: int, head: int) -> str:
+    """The tables' name of a unit: 'layer.head' for a query head, 'layer.group' for a kv group (the
+    table's unit_kind column says which), 'L{layer}' for a whole layer."""
+    return f"L{int(layer)}" if unit_kind(label) == "layer" else f"{int(layer)}.{int(head)}"
 
 
 def as_sets(unit_rows: list[dict]) -> dict:
@@ -48,16 +73,18 @@ def as_sets(unit_rows: list[dict]) -> dict:
     return s
 
 
-def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task, floor: float,
+def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task, floor,
                 progress=None, bootstrap: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate each unit alone. Returns one row per unit (with bootstrap intervals over prompts when
     `bootstrap` = {n, seed, ci} is given) and the per-prompt metric: a `clean` column and one column
-    per unit, one row per prompt."""
+    per unit, one row per prompt. `floor`: the metric when the task is gone, a number or one value
+    per prompt (induction's no-repeat loss), resampled with the prompts for the damage intervals."""
     metrics = {task.metric_name: task.metric, **task.extra}
     res = scanner.run(prompts, [{}] + [as_sets([u]) for u in unit_rows], metrics, progress=progress)
     name = task.metric_name
     clean_pp, ablated_pp = res[name][0].numpy(), res[name][1:].numpy()
     clean = float(clean_pp.mean())
+    floor_pp, floor = _floor(floor)
     ablated = ablated_pp.mean(axis=1)
     df = pd.DataFrame([{k: u[k] for k in ("layer", "head", "unit")} for u in unit_rows])
     df["heads"] = [list(u["heads"]) for u in unit_rows]
@@ -66,7 +93,7 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task,
     df["drop"] = M.drop(clean, ablated, task.higher_is_better)
     df["damage"] = M.damage(clean, ablated, floor, task.higher_is_better)
     if bootstrap:
-        _add_intervals(df, clean_pp, ablated_pp, clean, floor, task, bootstrap)
+        _add_intervals(df, clean_pp, ablated_pp, floor_pp, task, bootstrap)
     for extra in task.extra:
         df[f"{extra}_clean"] = float(res[extra][0].mean())
         df[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
@@ -75,16 +102,19 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task,
     return df, per_prompt
 
 
-def _add_intervals(df, clean_pp, ablated_pp, clean, floor, task, bootstrap):
-    """drop_lo/hi and damage_lo/hi (the drop's interval over the fixed clean-to-floor span) and
-    top_freq, the share of resamples in which the unit is the top unit."""
+def _floor(floor):
+    """(as given, its mean): a per-prompt floor keeps its values for the bootstrap."""
+    arr = np.asarray(floor, float)
+    return arr, float(arr.mean())
+
+
+def _add_intervals(df, clean_pp, ablated_pp, floor, task, bootstrap):
+    """drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the same
+    resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
     iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, int(bootstrap["n"]),
-                          int(bootstrap["seed"]), float(bootstrap.get("ci", 0.95)))
+                          int(bootstrap["seed"]), float(bootstrap.get("ci", 0.95)), floor=floor)
     df["drop_lo"], df["drop_hi"] = iv["lo"], iv["hi"]
-    span = M.drop(clean, floor, task.higher_is_better)
-    ok = np.isfinite(span) and abs(float(span)) > 1e-12
-    lo, hi = (iv["lo"] / span, iv["hi"] / span) if ok else (np.nan, np.nan)
-    df["damage_lo"], df["damage_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)  # a negative span swaps them
+    df["damage_lo"], df["damage_hi"] = iv["damage_lo"], iv["damage_hi"]
     if "top_freq" in iv and len(df) > 1:
         df["top_freq"] = iv["top_freq"]
 
@@ -101,7 +131,9 @@ def _curve_rows(method, order, values, clean, floor, task):
 def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None,
                  clean_pp=None, bootstrap=None):
     """Units ablated cumulatively in descending single-unit order; with per-prompt clean values and
-    `bootstrap`, each step carries a damage interval over prompts."""
+    `bootstrap`, each step carries a damage interval over prompts. `floor`: a number or one value
+    per prompt (then resampled with the prompts)."""
+    floor_pp, floor = _floor(floor)
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
     per_prompt = scanner.run(prompts, sets, {task.metric_name: task.metric}, progress=progress)[task.metric_name]
@@ -109,7 +141,7 @@ def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, 
     rows = _curve_rows("ranked", order, vals, clean, floor, task)
     if bootstrap and clean_pp is not None:
         df = pd.DataFrame(rows)
-        _add_intervals(df, clean_pp, per_prompt.numpy(), clean, floor, task, bootstrap)
+        _add_intervals(df, clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
         df = df.drop(columns=["top_freq"], errors="ignore")
         rows = df.to_dict("records")
     return rows

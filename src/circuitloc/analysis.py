@@ -108,10 +108,27 @@ def compare(mha: pd.DataFrame, gqa: pd.DataFrame) -> dict:
     return out
 
 
+def behaves(t1: pd.DataFrame, task: str) -> pd.Series:
+    """Per Table 1 row: does the model show task behaviour (clean metric better than the task-gone
+    floor)? From the `task_behaviour` column; for a table without it, baseline > 0 where the floor is
+    0 (LD, accuracy), else assumed."""
+    if "task_behaviour" in t1:
+        v = t1["task_behaviour"]
+        return v.isna() | v.astype(str).str.lower().isin(["true", "1", "1.0"])
+    t = task_of(task)
+    col = f"baseline_{t.metric_name}"
+    if t.higher_is_better and col in t1:
+        return t1[col].astype(float) > 0
+    return pd.Series(True, index=t1.index)
+
+
 def robustness(table1s: dict) -> pd.DataFrame:
     """table1s: {(task, ablation): Table 1}. Within every family that has both MHA and GQA members
     (a controlled pair); where no family does, all MHA models against all GQA models. A kv row takes
-    an MHA model not scored under kv from the query table of the same kind (for MHA they coincide)."""
+    an MHA model not scored under kv from the query table of the same kind (for MHA they coincide);
+    a layer row needs both models scored under layer (a layer is a layer under MHA and GQA alike).
+    A model without task behaviour (clean metric <= its floor, e.g. a negative IOI logit difference)
+    is left out of every comparison and named in `no_task_behaviour`."""
     rows = []
     for (task, ablation), t in table1s.items():
         kind, unit = parse_ablation(ablation)
@@ -119,12 +136,17 @@ def robustness(table1s: dict) -> pd.DataFrame:
         query = table1s.get((task, f"{kind}-query"))
         if unit == "kv" and query is not None:  # an MHA model's kv group is its query head: same scores
             t = pd.concat([t, query[(query["attention"] == "mha") & ~query["model"].isin(t["model"])]])
+        t = t.reset_index(drop=True)
+        ok = behaves(t, task)
         both = [f for f, g in t.groupby("family") if {"mha", "gqa"} <= set(g["attention"])]
         groups = [(f"within {f}", t[t["family"] == f]) for f in both] or [("across families", t)]
         for label, g in groups:
+            gone = ", ".join(g.loc[~ok[g.index], "model"])
+            g = g[ok[g.index]]
             mha, gqa = g[g["attention"] == "mha"], g[g["attention"] == "gqa"]
             if len(mha) == 0 or len(gqa) == 0:
-                rows.append({**base, "comparison": label, "verdict": "n/a: needs an MHA and a GQA model"})
+                why = "no task behaviour on one side" if gone else "needs an MHA and a GQA model"
+                rows.append({**base, "comparison": label, "verdict": f"n/a: {why}", "no_task_behaviour": gone})
                 continue
-            rows.append({**base, "comparison": label, **compare(mha, gqa)})
+            rows.append({**base, "comparison": label, **compare(mha, gqa), "no_task_behaviour": gone})
     return pd.DataFrame(rows)

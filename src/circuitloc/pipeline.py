@@ -195,11 +195,18 @@ class _Job:
     def floor(self) -> float:
         """The metric's value when the task is gone: 0 for LD and accuracy; for induction, the
         loss on the matched no-repeat sequences."""
+        return float(self.floor_per_prompt().mean())
+
+    def floor_per_prompt(self):
+        """The floor per prompt (induction: each prompt's own no-repeat sequence), so that a
+        bootstrap resamples a ratio's denominator with its numerator."""
+        import numpy as np
+
         if self.task.name != "induction":
-            return 0.0
+            return np.zeros(len(self.df))
         p = to_prompts(self.df, self.task, self.pad, column="norep_ids")
         v = self.scanner.run(p, [{}], {self.task.metric_name: self.task.metric})[self.task.metric_name]
-        return float(v.mean())
+        return v[0].numpy().astype(float)
 
     def clean_per_prompt(self):
         return self.scanner.run(self.prompts, [{}], {"m": self.task.metric})["m"][0].numpy()
@@ -221,9 +228,10 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
     """One row per unit (drop, damage, bootstrap intervals, top_freq) and, beside it, the per-prompt
     metric under every single-unit ablation, which the stability analysis splits by condition."""
     job = _Job(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts)
-    floor = job.floor()
+    floor_pp = job.floor_per_prompt()
+    floor = float(floor_pp.mean())
     label = f"scores {task_name}/{card['name']}/{ablation}"
-    df, per_prompt = A.score_units(job.scanner, job.prompts, job.units, job.task, floor,
+    df, per_prompt = A.score_units(job.scanner, job.prompts, job.units, job.task, floor_pp,
                                    progress=_progress(len(job.units) + 1, label), bootstrap=bootstrap)
     df["floor"] = floor
     df["n_prompts"] = len(job.df)
@@ -241,7 +249,7 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
 
 def attention_scores(job) -> pd.DataFrame:
     """Mean attention from the last position to B's position (the ABA offset), per query head;
-    for kv units, the mean over the group's query heads."""
+    for kv and layer units, the mean over the unit's query heads."""
     from .heads import induction_scores
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
@@ -254,13 +262,13 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
           device="cpu", opts: dict | None = None, bootstrap: dict | None = None):
     rows = slice(None, int(cfg["n_curve"]) if cfg.get("n_curve") else None)
     job = _Job(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device, opts=opts)
-    floor, clean_pp = job.floor(), job.clean_per_prompt()
-    clean = float(clean_pp.mean())
+    floor_pp, clean_pp = job.floor_per_prompt(), job.clean_per_prompt()
+    floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     scores = _ranked(scores_path)
     by_label = {u["unit"]: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
     steps = min(int(cfg["max_steps"]), len(ranked))
-    rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor, steps,
+    rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor_pp, steps,
                           progress=_progress(steps, f"ranked curve {task_name}/{card['name']}/{ablation}"),
                           clean_pp=clean_pp, bootstrap=bootstrap)
     if "greedy" in cfg.get("methods", ["ranked"]):
@@ -408,24 +416,31 @@ def write_robustness(table1s: dict, out_csv, out_md):
 
 
 def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
-                out_paired_md, png, pdf):
-    """The sweep's table, paired test and figure for one task and ablation. A toy that failed its
-    held-out checks (`acceptance.enforce: false` in a sweep) is counted, never used."""
+                out_paired_md, png, pdf, opts: dict | None = None):
+    """The sweep's table, paired tests and figure for one task and ablation. A toy that failed its
+    held-out checks (`acceptance.enforce: false` in a sweep) or shows no task behaviour is counted,
+    never used. opts: alpha and p_adjust (holm or bh) of the paired table."""
     from . import plots
     from . import sweep as SW
     from .tables import to_markdown
 
+    opts = {"alpha": 0.05, "p_adjust": "holm", **(opts or {})}
     passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
-    pm = SW.per_model(pd.read_csv(table1_csv), meta, passed)
-    summary, pairs = SW.summarize(pm, ci), SW.paired(pm, ci)
+    pm = SW.per_model(pd.read_csv(table1_csv, dtype={"top_head": str}), meta, passed, task)
+    summary = SW.summarize(pm, ci)
+    pairs = SW.paired(pm, ci, float(opts["alpha"]), str(opts["p_adjust"]))
     io.write_csv(summary, out_csv)
-    io.write_text(to_markdown(summary, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% interval "
-                                       "across seeds per size and KV-head count"), out_md)
+    io.write_text(to_markdown(summary, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% t-interval "
+                                       "across seeds per size and KV-head count (heads-to-80%: median, censored "
+                                       "count), over the seeds of each row's paired comparison with MHA"), out_md)
     io.write_csv(pairs, out_paired_csv)
-    io.write_text(to_markdown(pairs, f"Sweep — {task}, {ablation} ablation: each KV-head count minus the MHA model "
-                                     "of the same seed and size (paired t-test)"), out_paired_md)
-    _save(plots.sweep(summary, pm, title=f"{task}: {ablation} ablation, mean and {int(ci * 100)}% interval "
-                                         "across seeds"), png, pdf)
+    n_tests = int(pairs["n_tests"].iloc[0]) if len(pairs) else 0
+    io.write_text(to_markdown(pairs, f"Sweep — {task}, {ablation} ablation: each KV-head count against the MHA "
+                                     "model of the same seed and size (top head: paired t-test; heads-to-80%: "
+                                     "exact sign-flip test on censoring-aware ranks; p adjusted by "
+                                     f"{opts['p_adjust']} over the {n_tests} tests of this table)"), out_paired_md)
+    _save(plots.sweep(summary, pm, title=f"{task}: {ablation} ablation across seeds (top head: mean and "
+                                         f"{int(ci * 100)}% interval; heads-to-80%: median)"), png, pdf)
 
 
 # -- tables and figures ------------------------------------------------------------------

@@ -125,23 +125,43 @@ def _height(panels) -> int:
 
 def sweep(summary: pd.DataFrame, per_model: pd.DataFrame, title: str = ""):
     """Top head score, heads-to-80% and its fraction against the number of KV heads (MHA on the
-    left, MQA on the right): mean and interval across seeds, one line per size, seeds as dots."""
+    left, MQA on the right), one line per size, seeds as dots (only the toys each row uses). Top
+    head: mean and t-interval across seeds. Heads-to-80%: the median (an open marker where it is a
+    lower bound), a censored seed ('> K') drawn at its bound K as a triangle."""
     panels = [("top_head_pct", "top head score (% damage)"), ("heads_to_80", "heads to 80% damage"),
               ("heads_to_80_frac", "heads to 80% (fraction of units)")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
     for ax, (m, label) in zip(axes[0], panels):
+        censorable = f"{m}_median" in summary
         for i, (size, g) in enumerate(summary.groupby("size", sort=False)):
             g = g.sort_values("kv_heads", ascending=False)
             x = np.arange(len(g)) + (i - 0.5) * 0.08
-            yerr = np.clip([g[m] - g[f"{m}_lo"], g[f"{m}_hi"] - g[m]], 0, None)
-            line = ax.errorbar(x, g[m], yerr=np.nan_to_num(yerr), marker="o", capsize=3, label=f"{size}")
-            pts = per_model[(per_model["size"] == size) & per_model["accepted"]]
+            if censorable:
+                line = ax.plot(x, g[f"{m}_median"], marker="o", label=f"{size}")
+                bound = g[f"{m}_median_is_bound"].to_numpy(bool)
+                ax.scatter(x[bound], g[f"{m}_median"].to_numpy(float)[bound], s=60, facecolors="white",
+                           edgecolors=line[0].get_color(), zorder=3)
+                color = line[0].get_color()
+            else:
+                yerr = np.clip([g[m] - g[f"{m}_lo"], g[f"{m}_hi"] - g[m]], 0, None)
+                line = ax.errorbar(x, g[m], yerr=np.nan_to_num(yerr), marker="o", capsize=3, label=f"{size}")
+                color = line[0].get_color()
             pos = {kv: j for j, kv in enumerate(g["kv_heads"])}
-            ax.scatter([pos[k] + (i - 0.5) * 0.08 for k in pts["kv_heads"]], pts[m], s=8, alpha=0.4,
-                       color=line[0].get_color())
+            for kv, seeds in zip(g["kv_heads"], g["seeds"].astype(str)):
+                used = {int(s) for s in seeds.split()}
+                pts = per_model[(per_model["size"] == size) & (per_model["kv_heads"] == kv)
+                                & per_model["seed"].isin(used)]
+                xs = np.full(len(pts), pos[kv] + (i - 0.5) * 0.08)
+                if censorable:
+                    cens = pts["heads_to_80_censored"].to_numpy(bool)
+                    ax.scatter(xs[~cens], pts[m].to_numpy(float)[~cens], s=8, alpha=0.4, color=color)
+                    ax.scatter(xs[cens], pts[f"{m}_bound"].to_numpy(float)[cens], s=14, alpha=0.5, marker="^",
+                               color=color)
+                else:
+                    ax.scatter(xs, pts[m], s=8, alpha=0.4, color=color)
             ax.set_xticks(np.arange(len(g)), [str(k) for k in g["kv_heads"]])
         ax.set_xlabel("KV heads (8 query heads: MHA -> MQA)")
-        ax.set_ylabel(label)
+        ax.set_ylabel(label + (" (median)" if censorable else ""))
         ax.legend(fontsize=8, title="size")
     fig.suptitle(title)
     fig.tight_layout()

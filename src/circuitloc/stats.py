@@ -16,18 +16,35 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return counts / n
 
 
-def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95) -> dict:
+def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95,
+                   floor=None) -> dict:
     """Percentile intervals of each unit's drop, resampling prompts (the same draw for the clean and
     every ablated run: paired), and how often each unit is the top unit across resamples.
-    clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u ablated."""
+    clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u ablated.
+    With `floor` (the metric when the task is gone: a number, or [N] per prompt), also the interval
+    of the damage drop / (clean - floor), a ratio whose numerator and denominator come from the same
+    resample (a fixed denominator would understate its width)."""
     clean, ablated = np.asarray(clean, float), np.atleast_2d(np.asarray(ablated, float))
     per_prompt = clean[None, :] - ablated
     if not higher_is_better:
         per_prompt = -per_prompt
-    boots = bootstrap_weights(clean.shape[0], n_boot, seed) @ per_prompt.T  # [B, U]
+    w = bootstrap_weights(clean.shape[0], n_boot, seed)
+    boots = w @ per_prompt.T  # [B, U]
     alpha = (1 - ci) / 2
     top = np.bincount(boots.argmax(axis=1), minlength=ablated.shape[0]) / n_boot
-    return {"lo": np.quantile(boots, alpha, axis=0), "hi": np.quantile(boots, 1 - alpha, axis=0), "top_freq": top}
+    out = {"lo": np.quantile(boots, alpha, axis=0), "hi": np.quantile(boots, 1 - alpha, axis=0), "top_freq": top}
+    if floor is not None:
+        span_pp = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
+        span = w @ (span_pp if higher_is_better else -span_pp)  # [B]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(np.abs(span)[:, None] > 1e-12, boots / span[:, None], np.nan)
+        ok = np.isfinite(ratio).any(axis=0)
+        lo, hi = np.full(ratio.shape[1], np.nan), np.full(ratio.shape[1], np.nan)
+        if ok.any():
+            lo[ok] = np.nanquantile(ratio[:, ok], alpha, axis=0)
+            hi[ok] = np.nanquantile(ratio[:, ok], 1 - alpha, axis=0)
+        out["damage_lo"], out["damage_hi"] = lo, hi
+    return out
 
 
 def agreement(a, b, labels, k: int = 5) -> dict:
@@ -39,3 +56,102 @@ def agreement(a, b, labels, k: int = 5) -> dict:
     rho = spearmanr(a, b).statistic if np.std(a) > 0 and np.std(b) > 0 else np.nan
     return {"top_a": str(top_a), "top_b": str(top_b), "same_top": bool(top_a == top_b), "spearman": float(rho),
             f"top{k}_overlap": len(set_a & set_b) / k}
+
+
+# -- across seeds: multiple comparisons, censored values, exact paired tests ----------------------
+
+def holm(p) -> np.ndarray:
+    """Holm's step-down adjustment of the finite p-values in `p` (NaN stays NaN): the i-th smallest
+    of m becomes max over j <= i of min(1, (m - j + 1) p_(j))."""
+    p = np.asarray(p, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out[order] = adj
+    return out
+
+
+def benjamini_hochberg(p) -> np.ndarray:
+    """Benjamini-Hochberg adjustment (false discovery rate) of the finite p-values; NaN stays NaN."""
+    p = np.asarray(p, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum.accumulate((m / np.arange(1, m + 1) * p[order])[::-1])[::-1]
+    out[order] = np.minimum(1.0, adj)
+    return out
+
+
+P_ADJUST = {"holm": holm, "bh": benjamini_hochberg}
+
+
+def definitely_less(x: float, x_censored: bool, y: float, y_censored: bool) -> bool:
+    """Is x certainly below y? A censored value '> K' is stored as its bound K: it lies above every
+    observed value at or below K, and nothing is certainly below it otherwise."""
+    if x_censored:
+        return False
+    return x < y if not y_censored else x <= y
+
+
+def censored_scores(values, censored) -> np.ndarray:
+    """Gehan's scores, ranks for right-censored data: for each value, how many others are certainly
+    below it minus how many are certainly above it. Without censoring this is 2 * midrank - (n + 1)."""
+    v, c = np.asarray(values, float), np.asarray(censored, bool)
+    n = len(v)
+    less = np.array([[definitely_less(v[i], c[i], v[j], c[j]) for j in range(n)] for i in range(n)], bool)
+    return (less.sum(axis=0) - less.sum(axis=1)).astype(float)  # below i, minus above i
+
+
+def sign_flip_p(d, exact_max: int = 16, n_mc: int = 100_000, seed: int = 0) -> float:
+    """Two-sided paired permutation test of sum(d) = 0: under no difference each pair's sign is a
+    coin flip. Exact (all 2^n sign patterns) for n <= exact_max, else Monte Carlo. Pairs with d = 0
+    contribute nothing. With n pairs the smallest possible p is 2 / 2^n (0.0625 for 5 pairs)."""
+    d = np.asarray(d, float)
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        return float("nan")
+    t = abs(d.sum())
+    if t == 0:
+        return 1.0
+    n = len(d)
+    if n <= exact_max:
+        signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
+    else:
+        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_mc, n))
+    null = np.abs(signs @ d)
+    return float(np.mean(null >= t - 1e-9 * max(1.0, t)))
+
+
+def censored_median(values, censored) -> tuple[float, bool]:
+    """(median, is a lower bound): censored values sort above every observed one; a median that
+    touches a censored value is reported as a bound ('> value'), never as a number."""
+    v, c = np.asarray(values, float), np.asarray(censored, bool)
+    if len(v) == 0:
+        return float("nan"), False
+    order = np.lexsort((v, c))  # observed first (by value), then censored (by bound)
+    n = len(v)
+    mid = order[[(n - 1) // 2, n // 2]]
+    return float(v[mid].mean()), bool(c[mid].any())
+
+
+def paired_censored(a, a_censored, b, b_censored, seed: int = 0) -> dict:
+    """Paired comparison of b against a where values may be right-censored ('> K'): per pair a win
+    (b certainly below a), a loss (b certainly above) or a tie (equal, both censored, or undecidable);
+    Gehan scores over the pooled 2n values, and the exact sign-flip test on their pairwise
+    differences (b minus a). stat < 0: b tends to be lower."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    ac, bc = np.asarray(a_censored, bool), np.asarray(b_censored, bool)
+    n = len(a)
+    wins = sum(definitely_less(b[i], bc[i], a[i], ac[i]) for i in range(n))
+    losses = sum(definitely_less(a[i], ac[i], b[i], bc[i]) for i in range(n))
+    scores = censored_scores(np.r_[a, b], np.r_[ac, bc])
+    d = scores[n:] - scores[:n]
+    return {"wins": int(wins), "losses": int(losses), "ties": int(n - wins - losses), "stat": float(d.sum()),
+            "p": sign_flip_p(d, seed=seed) if n else float("nan")}

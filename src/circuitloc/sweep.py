@@ -46,7 +46,8 @@ def expand(sweep: dict) -> dict:
 
 
 def heads_to_80_bound(row):
-    """(count, fraction, bounded): '> K' becomes the lower bound K + 1."""
+    """(count, fraction, bounded) for a display: '> K' becomes the lower bound K + 1. Statistics use
+    `heads_to_80_censored` instead: no made-up number enters a mean or a test."""
     raw = str(row["heads_to_80"])
     if raw.startswith(">"):
         k = int(raw[1:]) + 1
@@ -54,8 +55,19 @@ def heads_to_80_bound(row):
     return float(raw), float(row["heads_to_80_frac"]), False
 
 
+def heads_to_80_censored(row):
+    """(count, fraction, censored): an observed value, or for '> K' the bound K and K / n_units
+    with censored = True (the true value lies above it)."""
+    raw = str(row["heads_to_80"]).strip()
+    if raw.startswith(">"):
+        k = float(raw[1:])
+        return k, k / float(row["n_units"]), True
+    return float(raw), float(row["heads_to_80_frac"]), False
+
+
 def _interval(x, ci: float):
-    """Mean and a t-interval across seeds (NaN bounds for a single seed)."""
+    """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
+    value: the callers pass uncensored measures only."""
     import numpy as np
     from scipy import stats
 
@@ -67,79 +79,179 @@ def _interval(x, ci: float):
     return m, m - half, m + half
 
 
-def per_model(table1, meta: dict, passed: dict):
-    """One row per sweep model of a Table 1: its size, KV heads, seed, acceptance and measures."""
+def per_model(table1, meta: dict, passed: dict, task: str | None = None):
+    """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
+    (`accepted`) and shows task behaviour (clean metric better than its floor; e.g. IOI logit
+    difference > 0), its clean metric and measures. A '> K' heads-to-80% is kept as its bound K with
+    heads_to_80_censored = True; heads_to_80 and heads_to_80_frac hold observed values only (NaN
+    for a censored curve)."""
+    import numpy as np
     import pandas as pd
 
+    from .analysis import behaves
+
+    clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
+    task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
+    ok = behaves(table1, task)
     rows = []
-    for _, r in table1[table1["model"].isin(list(meta))].iterrows():
-        count, frac, bounded = heads_to_80_bound(r)
+    for i, r in table1[table1["model"].isin(list(meta))].iterrows():
+        count, frac, censored = heads_to_80_censored(r)
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
-                     "top_head_pct": float(r["top_head_pct"]), "heads_to_80": count, "heads_to_80_frac": frac,
-                     "heads_to_80_bounded": bounded, "effective_units": float(r["effective_units"]),
-                     "top_share": float(r["top_share"]),
+                     "task_behaviour": bool(ok[i]), "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
+                     "clean": float(r[clean_col]) if clean_col else np.nan,
+                     "top_head_pct": float(r["top_head_pct"]),
+                     "top_head_pct_lo": float(r.get("top_head_pct_lo", np.nan)),
+                     "top_head_pct_hi": float(r.get("top_head_pct_hi", np.nan)),
+                     "heads_to_80": np.nan if censored else count, "heads_to_80_frac": np.nan if censored else frac,
+                     "heads_to_80_censored": censored, "heads_to_80_bound": count if censored else np.nan,
+                     "heads_to_80_frac_bound": frac if censored else np.nan,
+                     "effective_units": float(r["effective_units"]), "top_share": float(r["top_share"]),
                      "n_units": int(r["n_units"])})
-    return pd.DataFrame(rows)
+    pm = pd.DataFrame(rows)
+    if len(pm):
+        pm["used"] = pm["accepted"] & pm["task_behaviour"]
+    return pm
 
 
-METRICS = ("top_head_pct", "heads_to_80", "heads_to_80_frac", "top_share", "effective_units")
+METRICS = ("top_head_pct", "top_share", "effective_units")  # uncensored: mean and t-interval across seeds
+CENSORED = ("heads_to_80", "heads_to_80_frac")  # may be '> K': median (or bound), censored count
+
+
+def _values(g, m):
+    """(value or bound, censored) of a censorable measure, one per row of g."""
+    import numpy as np
+
+    v = np.where(g["heads_to_80_censored"], g[f"{m}_bound"], g[m]).astype(float)
+    return v, g["heads_to_80_censored"].to_numpy(bool)
+
+
+def _describe(g, ci: float, prefix: str = "") -> dict:
+    """Mean and t-interval of the clean metric and uncensored measures over the rows of g; for
+    heads-to-80% the censored count, and the mean and t-interval only when nothing is censored,
+    else NaN (the median, flagged when it is a lower bound, is given either way)."""
+    import numpy as np
+
+    from . import stats as S
+
+    row = {}
+    for m in ("clean",) + METRICS:
+        x = g[m].to_numpy(float)
+        row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(x[np.isfinite(x)], ci)
+    censored = int(g["heads_to_80_censored"].sum())
+    row[f"{prefix}heads_to_80_censored"] = censored
+    for m in CENSORED:
+        if censored:
+            row[f"{prefix}{m}"] = row[f"{prefix}{m}_lo"] = row[f"{prefix}{m}_hi"] = np.nan
+        else:
+            row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(g[m], ci)
+        med, bound = S.censored_median(*_values(g, m))
+        row[f"{prefix}{m}_median"], row[f"{prefix}{m}_median_is_bound"] = med, bound
+    return row
+
+
+def _mha_kv(g) -> int:
+    return int(g["kv_heads"].max())
+
+
+def _pair_seeds(g, kv, mha_kv) -> list:
+    """Seeds where the model with `kv` KV heads and the MHA model both passed their checks and show
+    task behaviour (for the MHA row itself: where it does)."""
+    ok = lambda k: set(g[(g["kv_heads"] == k) & g["used"]]["seed"])  # noqa: E731
+    return sorted(ok(kv) & ok(mha_kv))
 
 
 def summarize(pm, ci: float = 0.95):
-    """Per size and KV-head count: mean and interval across the accepted seeds."""
+    """Per size and KV-head count: mean and interval across seeds, over the seeds that enter this
+    KV-head count's paired comparison with MHA (both passed their checks and show task behaviour),
+    so a row and its paired test describe the same toys. Counted, not used: toys that failed their
+    checks (excluded_seeds) and toys without task behaviour (no_behaviour_seeds)."""
     import pandas as pd
 
     rows = []
-    for (size, kv), g in pm.groupby(["size", "kv_heads"], sort=False):
-        ok = g[g["accepted"]]
-        row = {"size": size, "kv_heads": int(kv), "n_seeds": int(len(ok)), "excluded_seeds": int((~g["accepted"]).sum()),
-               "n_units": int(g["n_units"].iloc[0]), "heads_to_80_bounded": int(ok["heads_to_80_bounded"].sum())}
-        for m in METRICS:
-            row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(ok[m], ci)
-        rows.append(row)
+    for size, gs in pm.groupby("size", sort=False):
+        mha_kv = _mha_kv(gs)
+        for kv, g in gs.groupby("kv_heads", sort=False):
+            seeds = _pair_seeds(gs, int(kv), mha_kv)
+            used = g[g["seed"].isin(seeds)]
+            row = {"size": size, "kv_heads": int(kv), "n_seeds": len(seeds), "seeds": " ".join(map(str, seeds)),
+                   "excluded_seeds": int((~g["accepted"]).sum()),
+                   "no_behaviour_seeds": int((g["accepted"] & ~g["task_behaviour"]).sum()),
+                   "n_units": int(g["n_units"].iloc[0]), "clean_metric": g["clean_metric"].iloc[0],
+                   **_describe(used, ci)}
+            rows.append(row)
     return pd.DataFrame(rows).sort_values(["size", "kv_heads"], ascending=[True, False]).reset_index(drop=True)
 
 
-def paired(pm, ci: float = 0.95, alpha: float = 0.05):
-    """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed: the mean
-    difference across seeds with its t-interval and paired t-test p-value, for the top head score
-    (higher = more concentrated) and heads-to-80% as a fraction (lower = more concentrated)."""
+def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
+    """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, on the
+    seeds where both passed their checks and show task behaviour (both sides' means over exactly
+    those seeds). Top head score (higher = more concentrated): mean difference, t-interval, paired
+    t-test. Heads-to-80% as a fraction (lower = more concentrated; '> K' censored): wins, losses and
+    ties of the fewer-KV model, and an exact sign-flip test on Gehan scores (censored values rank
+    above every observed value at or below their bound; two censored values tie). Every p-value of
+    the table is adjusted together (`p_adjust`: holm, or bh), and the verdict uses the adjusted p."""
     import numpy as np
     import pandas as pd
     from scipy import stats
 
+    from . import stats as S
+
     rows = []
-    for size, g in pm[pm["accepted"]].groupby("size", sort=False):
-        mha_kv = int(g["kv_heads"].max())
+    for size, g in pm.groupby("size", sort=False):
+        mha_kv = _mha_kv(g)
         base = g[g["kv_heads"] == mha_kv].set_index("seed")
         for kv in sorted(g["kv_heads"].unique(), reverse=True):
             if kv == mha_kv:
                 continue
             other = g[g["kv_heads"] == kv].set_index("seed")
-            seeds = sorted(set(base.index) & set(other.index))
-            row = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "n_pairs": len(seeds)}
-            signs = []
-            for m, better in (("top_head_pct", 1), ("heads_to_80_frac", -1)):
-                d = (other.loc[seeds, m] - base.loc[seeds, m]).to_numpy(float)
-                mean, lo, hi = _interval(d, ci)
-                p = float(stats.ttest_rel(other.loc[seeds, m], base.loc[seeds, m]).pvalue) \
-                    if len(seeds) > 1 and np.std(d) > 0 else np.nan
-                row.update({f"{m}_diff": mean, f"{m}_diff_lo": lo, f"{m}_diff_hi": hi, f"{m}_p": p})
-                sig = np.isfinite(p) and p < alpha
-                signs.append((np.sign(mean) * better, sig))
-            row["heads_to_80_bounded_pairs"] = int((other.loc[seeds, "heads_to_80_bounded"].to_numpy()
-                                                   | base.loc[seeds, "heads_to_80_bounded"].to_numpy()).sum())
-            row["verdict"] = _verdict(signs, alpha)
+            seeds = _pair_seeds(g, int(kv), mha_kv)
+            b, o = base.loc[seeds], other.loc[seeds]
+            row = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "n_pairs": len(seeds),
+                   "seeds": " ".join(map(str, seeds)), "clean_metric": g["clean_metric"].iloc[0]}
+            for m in ("clean", "top_head_pct"):
+                row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(b[m], ci)
+                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(o[m], ci)
+            d = (o["top_head_pct"] - b["top_head_pct"]).to_numpy(float)
+            mean, lo, hi = _interval(d, ci)
+            p = float(stats.ttest_rel(o["top_head_pct"], b["top_head_pct"]).pvalue) \
+                if len(seeds) > 1 and np.std(d) > 0 else np.nan
+            row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
+                        "top_head_pct_p": p})
+            m = "heads_to_80_frac"
+            for side, t in (("mha_", b), ("", o)):
+                row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
+            test = S.paired_censored(*_values(b, m), *_values(o, m))
+            row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
+                        f"{m}_p": test["p"], "_h80_stat": test["stat"],
+                        "censored_pairs": int((b["heads_to_80_censored"].to_numpy()
+                                               | o["heads_to_80_censored"].to_numpy()).sum())})
             rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if len(df) == 0:
+        return df
+    tests = ("top_head_pct_p", "heads_to_80_frac_p")
+    adj = S.P_ADJUST[p_adjust](df[list(tests)].to_numpy(float).ravel()).reshape(len(df), len(tests))
+    for j, col in enumerate(tests):
+        df.insert(df.columns.get_loc(col) + 1, f"{col}_{p_adjust}", adj[:, j])
+    df["n_tests"] = int(np.isfinite(df[list(tests)].to_numpy(float)).sum())
+    df["verdict"] = [_verdict([(np.sign(r["top_head_pct_diff"]), r[f"top_head_pct_p_{p_adjust}"]),
+                               (-np.sign(r["_h80_stat"]), r[f"heads_to_80_frac_p_{p_adjust}"])],
+                              alpha, p_adjust, r["n_pairs"]) for _, r in df.iterrows()]
+    return df.drop(columns="_h80_stat")
 
 
-def _verdict(signs, alpha) -> str:
+def _verdict(signs, alpha, p_adjust="holm", n_pairs=2) -> str:
     """'more concentrated: yes' when both measures point to fewer KV heads and at least one is
-    significant; 'no' when both point the other way with one significant; else no clear difference."""
+    significant after adjustment; 'no' when both point the other way with one significant; else no
+    clear difference. signs: (direction, +1 = fewer KV heads more concentrated; adjusted p)."""
+    import numpy as np
+
+    if n_pairs < 2:
+        return "n/a: fewer than 2 seeds where both models passed their checks and show task behaviour"
     dirs = {float(s) for s, _ in signs}
-    if any(sig for _, sig in signs) and dirs == {1.0}:
+    sig = any(np.isfinite(p) and p < alpha for _, p in signs)
+    if sig and dirs == {1.0}:
         return "fewer KV heads more concentrated: yes"
-    if any(sig for _, sig in signs) and dirs == {-1.0}:
+    if sig and dirs == {-1.0}:
         return "fewer KV heads more concentrated: no (less concentrated)"
-    return f"no clear difference (paired t-test, alpha {alpha})"
+    return f"no clear difference ({p_adjust}-adjusted alpha {alpha})"

@@ -6,11 +6,20 @@ import numpy as np
 import pandas as pd
 
 from . import metrics as M
+from .ablation import short_label, unit_kind
 from .tasks.registry import task_of
 
 
 def _unit_label(row) -> str:
-    return f"{int(row['layer'])}.{int(row['head'])}"
+    return short_label(row["unit"], row["layer"], row["head"])
+
+
+def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
+    """Does the model do the task at all? Its clean metric must be better than the metric with the
+    task gone (LD > 0, accuracy > 0; an induction loss below the no-repeat loss). A model without
+    task behaviour has no circuit to localise and enters no concentration verdict."""
+    span = float(M.drop(clean, floor, higher_is_better))
+    return bool(np.isfinite(span) and span > 0)
 
 
 def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pd.DataFrame:
@@ -45,6 +54,9 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
         row.update(M.concentration(s["drop"].to_numpy()))
         if "aligned" in s and s["aligned"].notna().any():  # mean / resample: share of aligned replacements
             row["aligned"] = float(s["aligned"].iloc[0])
+        row["unit_kind"] = unit_kind(top["unit"])  # what top_head names: a query head, kv group or layer
+        row["task_behaviour"] = task_behaviour(float(c["clean"].iloc[0]), float(c["floor"].iloc[0]),
+                                               t.higher_is_better) if "floor" in c else None
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -60,17 +72,20 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         floor = float(first["floor"])
         ctrl = controls[model]
         ctrl_pct = 100 * M.damage(clean, ctrl[t.metric_name].to_numpy(), floor, t.higher_is_better)
+        behaves = task_behaviour(clean, floor, t.higher_is_better)
         rows.append({
             "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
-            "top_head": f"{int(first['layer'])}.{int(first['head'])}",
+            "top_head": short_label(first["unit"], first["layer"], first["head"]),
             f"{t.metric_name}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]),
-            "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" else None,
+            # a sign flip of a logit difference that was never positive says nothing: left empty
+            "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" and behaves else None,
             "control_draws": int(len(ctrl)),
             # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) else np.nan,
             **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
+            "task_behaviour": behaves,
         })
     return pd.DataFrame(rows)
 
