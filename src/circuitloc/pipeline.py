@@ -327,7 +327,8 @@ def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int 
 
 def _ranked(scores_path) -> pd.DataFrame:
     """Units by descending single-unit drop, ties by position: the order of curves and of 'top unit'."""
-    return io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table").sort_values(["drop", "layer", "head"], ascending=[False, True, True])
+    df = io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table")
+    return df.sort_values(["drop", "layer", "head"], ascending=[False, True, True])
 
 
 def _top_unit(scores_path) -> str:
