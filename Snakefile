@@ -1,5 +1,7 @@
 # circuitloc: how concentrated are the attention-head circuits of language models?
 # Stages: models -> datasets -> scores -> curves -> tables / figures (see README).
+import time
+
 from snakemake.utils import min_version, validate
 
 min_version("8.0")
@@ -27,6 +29,16 @@ include: "rules/figures.smk"
 include: "rules/analysis.smk"
 include: "rules/sweep.smk"
 include: "rules/report.smk"
+
+
+# A failed job's reason is in its own log: print it last, where the user is looking.
+_STARTED = time.time()
+
+
+onerror:
+    from circuitloc.console import explain_failures
+
+    explain_failures(log, since=_STARTED)
 
 
 rule all:

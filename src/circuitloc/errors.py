@@ -19,3 +19,19 @@ class DatasetError(CircuitlocError):
 
 class ToyTrainingError(CircuitlocError):
     pass
+
+
+class UnsupportedArchitectureError(CircuitlocError):
+    """The scan engine does not know how to ablate or resume this architecture."""
+
+
+class EngineMismatchError(UnsupportedArchitectureError):
+    """The engine's self-check found its logits differ from a plain forward of the model."""
+
+
+class NonFiniteError(CircuitlocError):
+    """NaN or inf in logits or metrics: never written to an artifact."""
+
+
+class ArtifactError(CircuitlocError):
+    """An input artifact (parquet, JSON) that is unreadable, truncated, or not what the stage expects."""

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+
+from .errors import ArtifactError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -18,6 +22,7 @@ def atomic_path(path, suffix: str | None = None):
     """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_stale(path, suffix or path.suffix)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix, dir=path.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from a shared group
@@ -35,6 +40,7 @@ def atomic_dir(path):
     """Yield a temporary directory beside `path`; it replaces `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_stale(path, "")
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_UMASK)
     try:
@@ -47,13 +53,58 @@ def atomic_dir(path):
             shutil.rmtree(tmp)
 
 
+def _drop_stale(path: Path, suffix: str) -> None:
+    """Remove what a killed writer of `path` left beside it (its own temporaries, named as
+    tempfile names them): one job owns an output path, so such a file is from an interrupted run."""
+    own = re.compile(rf"\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}{re.escape(suffix)}")
+    for old in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        if not own.fullmatch(old.name):
+            continue
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+
+
 def write_json(obj, path) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n")
 
 
 def read_json(path):
-    return json.loads(Path(path).read_text())
+    """A JSON artifact; a missing, empty or malformed file is an ArtifactError naming it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot read ({e.strerror or e})") from e
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        what = "empty file" if not text.strip() else f"{e.msg} at line {e.lineno}, column {e.colno}"
+        raise ArtifactError(f"{path}: not valid JSON ({what}); delete it and rerun the stage that "
+                            "writes it") from e
+
+
+def read_parquet(path, columns: tuple | list = (), what: str = "table"):
+    """A parquet artifact; unreadable (truncated, not parquet) or lacking a required column is an
+    ArtifactError naming the file, the problem and the missing columns."""
+    import pandas as pd
+
+    try:
+        df = pd.read_parquet(path)
+    except FileNotFoundError as e:
+        raise ArtifactError(f"{path}: no such file") from e
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for one meaning
+        raise ArtifactError(f"{path}: not a readable parquet file, truncated or corrupt "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); delete it and "
+                            "rerun the stage that writes it") from e
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ArtifactError(f"{path}: this {what} lacks column(s) {missing} (has {list(df.columns)}); it was "
+                            "written by another version or is not this stage's input")
+    return df
 
 
 def write_parquet(df, path) -> None:

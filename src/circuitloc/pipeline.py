@@ -77,7 +77,22 @@ def _clean_logits(model, tok, card, df, task, batch_tokens):
     from .scan import Scanner
 
     p = to_prompts(df, task, pad_id(tok))
-    return Scanner(model, card["n_heads"], card["d_head"], batch_tokens).last_logits(p)
+    scanner = Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
+    scanner.label = _label(card, task.name)
+    return scanner.last_logits(p)
+
+
+def _label(card: dict, task: str, ablation: str | None = None) -> str:
+    """Who an engine error is about: model (architecture, dtype), task and ablation."""
+    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}), task {task}"
+            + (f", ablation {ablation}" if ablation else ""))
+
+
+def dataset_columns(task_name: str) -> tuple:
+    """The columns a score or curve job reads from a task's dataset."""
+    task = task_of(task_name)
+    extra = ("norep_ids", "b_pos") if task.name == "induction" else ()
+    return ("input_ids", "score", *task.fields, *extra)
 
 
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
@@ -120,8 +135,8 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
 
 def build_shared_facts(model: str, member_paths: dict, n_score: int, seed: int, out_parquet, out_filter):
     """Facts every model of the family knows (matched on domain, subject and relation)."""
-    frames = {m: pd.read_parquet(p) for m, p in member_paths.items()}
     key = ["domain", "subject", "relation"]
+    frames = {m: io.read_parquet(p, key, "facts dataset") for m, p in member_paths.items()}
     shared = None
     for f in frames.values():
         k = set(map(tuple, f[key].to_numpy()))
@@ -143,24 +158,35 @@ class _Job:
     """What a score or curve job holds: model, task, prompts and the ablation's replacement."""
 
     def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu",
-                 opts: dict | None = None, loaded=None):
+                 opts: dict | None = None, loaded=None, self_check: bool = True):
         """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve). `opts`: the
-        config's `ablation` block (min_group) and seed; `loaded`: a (model, tokenizer) to reuse."""
+        config's `ablation` block (min_group) and seed; `loaded`: a (model, tokenizer) to reuse.
+        `self_check`: compare the engine with a plain forward of the model first (a few prompts)."""
         from .models.load import load_engine
-        from .scan import Scanner
+        from .scan import VERIFIED, Scanner
 
         opts = opts or {}
         self.task = task_of(task_name)
         self.card, self.device = card, device
         self.kind, self.unit = A.parse_ablation(ablation)
         self.model, self.tok = loaded or load_engine(card, device)
-        full_df = dataset if isinstance(dataset, pd.DataFrame) else pd.read_parquet(dataset)
+        full_df = dataset if isinstance(dataset, pd.DataFrame) else \
+            io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset")
         picked = full_df[full_df["score"]] if rows is None else full_df.iloc[rows]
         self.rows_in_full = picked.index.to_numpy()
         self.df = picked.reset_index(drop=True)
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
         self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
+        self.scanner.label = _label(card, task_name, ablation)
+        if card.get("architecture") not in VERIFIED:
+            log.warning("%s: architecture %s is not among those verified against TransformerLens (%s); "
+                        "relying on the engine's self-check", card["name"], card.get("architecture"),
+                        ", ".join(VERIFIED))
+        if self_check and len(self.prompts):
+            errors = self.scanner.self_check(self.prompts)
+            log.info("engine self-check %s: max |engine - plain forward| %s", self.scanner.label,
+                     {k: f"{v:.2g}" for k, v in errors.items()})
         self.aligned = float("nan")
         if self.kind != "zero":
             self.scanner.replacement = self._replacement(full_df, int(opts.get("min_group", 8)),
@@ -311,7 +337,8 @@ def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int 
 
 def _ranked(scores_path) -> pd.DataFrame:
     """Units by descending single-unit drop, ties by position: the order of curves and of 'top unit'."""
-    return pd.read_parquet(scores_path).sort_values(["drop", "layer", "head"], ascending=[False, True, True])
+    df = io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table")
+    return df.sort_values(["drop", "layer", "head"], ascending=[False, True, True])
 
 
 def _top_unit(scores_path) -> str:
@@ -366,7 +393,7 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
 def write_specificity_table(parts: list, out_csv, out_md):
     from .tables import to_markdown
 
-    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    df = pd.concat([io.read_parquet(p) for p in parts], ignore_index=True)
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, "Specificity — each task's top unit ablated on every task (damage, 1 = task "
                                   "gone) and on neutral text (% rise of next-token loss)"), out_md)
@@ -388,14 +415,14 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md, png, pdf
                              "split": "fact set", "note": "no shared set (a family of one, or tasks.facts.shared: false)"})
                 continue
             row, m = AN.shared_stability_row(e["model"], e["attention"], e["ablation"],
-                                             pd.read_parquet(e["scores"]), pd.read_parquet(e["shared"]))
+                                             io.read_parquet(e["scores"]), io.read_parquet(e["shared"]))
             r, mm = [row], [m]
         else:
             r, mm = AN.stability_rows(task, e["model"], e["attention"], e["ablation"],
-                                      pd.read_parquet(e["prompts"]), pd.read_parquet(e["dataset"]))
+                                      io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
         rows += r
         if e["ablation"] == primary:
-            units = pd.read_parquet(e["scores"])[["unit", "layer", "head"]]
+            units = io.read_parquet(e["scores"])[["unit", "layer", "head"]]
             maps += [(title, {c: units.assign(drop=units["unit"].map(d)) for c, d in conds.items()})
                      for title, conds in mm]
     df = pd.DataFrame(rows)
@@ -445,7 +472,7 @@ def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv
 
 # -- tables and figures ------------------------------------------------------------------
 def _read(paths: dict) -> dict:
-    return {m: pd.read_parquet(p) for m, p in paths.items()}
+    return {m: io.read_parquet(p) for m, p in paths.items()}
 
 
 def _cards(paths: dict) -> dict:
@@ -511,4 +538,7 @@ def run(fn, *args):
     except CircuitlocError as e:
         log.error("%s", e)
         print(f"circuitloc error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # an unexpected failure: its traceback goes to the job's log too
+        log.exception("%s: %s", type(e).__name__, e)
         sys.exit(1)

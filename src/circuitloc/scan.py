@@ -4,6 +4,12 @@ Ablating a head in layer l cannot change the residual stream before layer l, so 
 residual is cached once and each ablated run resumes at its first ablated layer. Several ablation
 sets run in one forward pass as stacked copies of the batch, and logits are computed only at each
 prompt's last real position. Every number equals the naive one-hook-per-forward loop.
+
+The cached residual is written straight into the resumed layer's input, and logits come out of
+the model's own causal-LM head (so an embedding transform in the base model's forward, such as
+Bloom's embedding norm, and a logit transform in the head's forward, such as Gemma 2's soft-cap,
+are neither repeated nor skipped). `Scanner.self_check` compares the engine with a plain forward
+of the same model on a few prompts; jobs run it before scoring.
 """
 
 from __future__ import annotations
@@ -15,8 +21,31 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .errors import EngineMismatchError, NonFiniteError, UnsupportedArchitectureError
+
 Metric = Callable[[torch.Tensor, dict], torch.Tensor]
 Ablation = dict  # {layer: [query heads]}
+
+# Largest allowed |engine - reference| on logits, relative to max(1, largest |reference logit|),
+# per dtype: a few units in the last place of the logits' scale (bfloat16 keeps 8 bits of mantissa,
+# float16 11, float32 24), with room for a different summation order in batched matmuls.
+TOLERANCE = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+# Architectures whose engine numbers are tested equal to the naive TransformerLens loop
+# (tests/test_scan.py, tests/test_selfcheck.py) in float32 and bfloat16. Others run only if the
+# self-check passes, with a warning.
+VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GemmaForCausalLM",
+            "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+
+
+def tolerance(dtype: torch.dtype, scale: float = 1.0) -> float:
+    """The absolute tolerance on logits of magnitude up to `scale` computed in `dtype`."""
+    return TOLERANCE.get(dtype, TOLERANCE[torch.float32]) * max(1.0, float(scale))
+
+
+def describe(ablation: Ablation) -> str:
+    """'clean run' or the ablated heads, e.g. 'L1H2+L1H3'."""
+    return "+".join(f"L{l}H{h}" for l, hs in sorted(ablation.items()) for h in hs) or "clean run"
 
 
 @dataclass
@@ -61,7 +90,8 @@ def _out_proj(layer: nn.Module) -> nn.Module:
             return mod
         except AttributeError:
             continue
-    raise NotImplementedError(f"no attention output projection found in {type(layer).__name__}")
+    raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
+                                       "this architecture is not supported by the scan engine")
 
 
 class Scanner:
@@ -78,6 +108,9 @@ class Scanner:
         self.replacement = replacement or {}  # layer -> tensor broadcastable to [N, T, H, Dh]; zero if absent
         self.prefix_reuse = prefix_reuse
         self.forward_passes = 0.0  # in units of one full forward over the prompt set
+        self.label = type(hf_model).__name__  # who is scanned, for error messages (jobs add model, task, ...)
+        for layer in self.layers[:1]:
+            _out_proj(layer)  # refuse an architecture without a known output projection now, by name
 
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -90,6 +123,22 @@ class Scanner:
         finally:
             for i, mod in enumerate(saved):
                 self.layers[i] = mod
+
+    @contextlib.contextmanager
+    def _resumed(self, start: int, resid: torch.Tensor):
+        """Layers before `start` are skipped and layer `start` reads `resid` as its input, whatever
+        the base model's forward did to its inputs_embeds on the way (scaling, norms, positions)."""
+        def feed(mod, args, kwargs):
+            if args:
+                return (resid,) + tuple(args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": resid}
+
+        handle = self.layers[start].register_forward_pre_hook(feed, with_kwargs=True)
+        try:
+            with self._skipping(start):
+                yield
+        finally:
+            handle.remove()
 
     @contextlib.contextmanager
     def _ablating(self, keep: dict, copies: int, rows: torch.Tensor):
@@ -117,9 +166,70 @@ class Scanner:
                 h.remove()
 
     def _body(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
-        hidden = self.base(inputs_embeds=embeds, use_cache=False).last_hidden_state
-        rows = torch.arange(hidden.shape[0], device=hidden.device)
-        return self.unembed(hidden[rows, last_pos])
+        """Logits at each row's last position: the causal-LM forward (with whatever it does after
+        its output embedding, e.g. a soft-cap), its output embedding fed the last positions only."""
+        rows = torch.arange(embeds.shape[0], device=embeds.device)
+
+        def last_only(mod, args):
+            return (args[0][rows, last_pos][:, None],) + tuple(args[1:])
+
+        handle = self.unembed.register_forward_pre_hook(last_only)
+        try:
+            return self.model(inputs_embeds=embeds, use_cache=False).logits[:, -1]
+        finally:
+            handle.remove()
+
+    def _logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
+        """Logits of a forward resumed at layer `start` from its cached input `resid`."""
+        with self._resumed(start, resid):
+            return self._body(resid, last_pos)
+
+    def _finite(self, values: torch.Tensor, what: str, sets: list[Ablation]) -> None:
+        """Non-finite numbers stop the job: they would pass silently into scores and tables."""
+        values = values.reshape(len(sets), values.shape[1], -1)  # [sets, prompts, ...]
+        bad = ~torch.isfinite(values).all(dim=-1)
+        if bad.any():
+            j = int(bad.any(dim=1).nonzero()[0])
+            kind = "NaN" if torch.isnan(values[j]).any() else "inf"
+            raise NonFiniteError(f"{self.label}: {what} is {kind} under {describe(sets[j])} on "
+                                 f"{int(bad[j].sum())} of {bad.shape[1]} prompts (dtype "
+                                 f"{str(self.dtype).removeprefix('torch.')}); no artifact written")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.unembed.weight.dtype
+
+    @torch.no_grad()
+    def self_check(self, prompts: Prompts, n: int = 4) -> dict:
+        """The engine's clean logits (from the embeddings, and resumed at layer 0 and at a middle
+        layer) against a plain forward of the same model, on the first `n` prompts of one length.
+        Raises EngineMismatchError above `tolerance(dtype)`; returns the errors otherwise."""
+        lengths = prompts.last_pos + 1
+        idx = torch.nonzero(lengths == lengths[0]).flatten()[:n]
+        sub = prompts.take(idx)
+        dev = self.unembed.weight.device
+        ids, last = sub.input_ids.to(dev), sub.last_pos.to(dev)
+        rows = torch.arange(len(sub), device=dev)
+        ref = self.model(input_ids=ids, use_cache=False).logits[rows, last].float()
+        self._finite(ref[None], "the plain forward's clean logits", [{}])
+        resid = self.residuals(sub)
+        mid = len(self.layers) // 2
+        got = {"last-position logits": self.last_logits(sub).to(dev),
+               "logits resumed at layer 0": self._logits(resid[0], 0, last).float(),
+               f"logits resumed at layer {mid}": self._logits(resid[mid], mid, last).float()}
+        scale = float(ref.abs().max())
+        tol = tolerance(self.dtype, scale)
+        errors = {}
+        for what, logits in got.items():
+            self._finite(logits[None], f"the engine's {what}", [{}])
+            errors[what] = err = float((logits - ref).abs().max())
+            if not err <= tol:
+                raise EngineMismatchError(
+                    f"{self.label}: the scan engine's {what} differ from a plain forward of "
+                    f"{type(self.model).__name__} by {err:.3g} (tolerance {tol:.3g} for "
+                    f"{str(self.dtype).removeprefix('torch.')} logits up to {scale:.3g}); this architecture "
+                    "is not supported by the engine")
+        return errors
 
     @torch.no_grad()
     def residuals(self, prompts: Prompts) -> list[torch.Tensor]:
@@ -157,6 +267,7 @@ class Scanner:
             dev = self.unembed.weight.device
             embeds = self.model.get_input_embeddings()(sub.input_ids.to(dev))
             logits = self._body(embeds, sub.last_pos.to(dev)).float().cpu()
+            self._finite(logits[None], "the clean logits", [{}])
             out = torch.empty(len(prompts), logits.shape[-1]) if out is None else out
             out[rows] = logits
         return out
@@ -188,11 +299,12 @@ class Scanner:
                 embeds = resid[start].repeat(copies, 1, 1)
                 last = sub.last_pos.to(embeds.device).repeat(copies)
                 fields = {k: v.to(embeds.device).repeat(copies) for k, v in sub.fields.items()}
-                with self._skipping(start), self._ablating(keep, copies, rows):
-                    logits = self._body(embeds, last)
+                with self._ablating(keep, copies, rows):
+                    logits = self._logits(embeds, start, last)
                 self.forward_passes += copies * (n_layers - start) / n_layers * share
                 for name, fn in metrics.items():
                     vals = fn(logits, fields).float().cpu().view(copies, -1)
+                    self._finite(vals, f"the {name}", sets)
                     out[name][torch.tensor(idx)[:, None], rows[None, :]] = vals
                 if progress:
                     progress(copies * len(rows) / n)

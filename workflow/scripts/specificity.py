@@ -4,6 +4,6 @@ from circuitloc.pipeline import run, setup, specificity
 
 setup(snakemake.log[0], snakemake.threads, snakemake.params.opts["seed"])
 tasks = snakemake.params.tasks
-run(specificity, read_json(snakemake.input.card), snakemake.wildcards.ablation, dict(zip(tasks, snakemake.input.data)),
+run(specificity, run(read_json, snakemake.input.card), snakemake.wildcards.ablation, dict(zip(tasks, snakemake.input.data)),
     dict(zip(tasks, snakemake.input.scores)), snakemake.input.neutral, snakemake.output[0],
     snakemake.params.batch_tokens, snakemake.params.device, snakemake.params.opts)

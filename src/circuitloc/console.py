@@ -1,0 +1,73 @@
+"""What a failed run prints last: each failed job's reason, from its own log (no heavy imports:
+the Snakefile's onerror handler calls this)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+_RULE_ERROR = re.compile(r"^Error in rule (\S+?):?\s*$")
+_LOG_LINE = re.compile(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?\s*$")
+_ERROR = re.compile(r"\b(ERROR|Error|error)\b|^\w*(Error|Exception)\b")
+
+
+def failed_logs(snakemake_logs, log_root="results/logs", since: float | None = None) -> dict[str, str]:
+    """{job log path: rule} for every job Snakemake reported as failed in its own log(s), plus any
+    job log under `log_root` written since `since` that holds an ERROR line (a job that failed
+    after the Snakemake log was last flushed)."""
+    out: dict[str, str] = {}
+    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        rule = None
+        for line in lines:
+            m = _RULE_ERROR.match(line)
+            if m:
+                rule = m.group(1)
+                continue
+            m = _LOG_LINE.match(line)
+            if rule and m:
+                for p in m.group(1).split(", "):
+                    out.setdefault(p.strip(), rule)
+                rule = None
+            elif line and not line.startswith(" "):
+                rule = None
+    if since is not None and Path(log_root).is_dir():
+        for p in sorted(Path(log_root).rglob("*.log")):
+            try:
+                if p.stat().st_mtime >= since and " ERROR " in p.read_text(errors="replace"):
+                    out.setdefault(str(p), p.relative_to(log_root).parts[0])
+            except OSError:
+                continue
+    return out
+
+
+def last_error_line(log_path) -> str:
+    """The last line of a job log that reports an error (a logged ERROR, an exception's last
+    line), else its last non-empty line."""
+    try:
+        lines = [ln.rstrip() for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError as e:
+        return f"(log not readable: {e.strerror or e})"
+    if not lines:
+        return "(the log is empty: the job died before logging anything; see the Snakemake output above)"
+    for ln in reversed(lines):
+        if " ERROR " in ln:
+            return ln.split(" ERROR ", 1)[1]
+    for ln in reversed(lines):
+        if _ERROR.search(ln):
+            return ln.strip()
+    return lines[-1].strip()
+
+
+def explain_failures(snakemake_logs, log_root="results/logs", since: float | None = None, stream=None) -> list[str]:
+    """Print, for each failed job, its rule, the last error line of its log and the log's path."""
+    stream = stream or sys.stderr
+    lines = [f"circuitloc: {rule} job failed: {last_error_line(p)}  [log: {p}]"
+             for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
+    if lines:
+        print("\n".join(["", "=" * 20 + " why the run failed " + "=" * 20, *lines]), file=stream, flush=True)
+    return lines

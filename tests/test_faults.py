@@ -1,0 +1,186 @@
+"""Faults are caught and named: NaN/inf never reach an artifact, corrupt inputs name their file,
+and a failed job's reason is printed on the console."""
+
+import contextlib
+import io as stdio
+import json
+
+import pandas as pd
+import pytest
+
+from circuitloc import io
+from circuitloc import pipeline as P
+from circuitloc.console import explain_failures, last_error_line
+from circuitloc.errors import ArtifactError, NonFiniteError
+from circuitloc.scan import Scanner
+
+from helpers import card_for
+from workflow_helpers import copy_workflow, smk
+
+OPTS = {"min_group": 2, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def ioi_job(tmp_path_factory, tiny_dirs):
+    """A card and an IOI dataset of the tiny Qwen2 model."""
+    root = tmp_path_factory.mktemp("faults")
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    P.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8}, 0,
+                    root / "ioi.parquet", root / "ioi.filter.json")
+    return card, root / "ioi.parquet"
+
+
+def _poison(layer, head):
+    """Scanner._ablating that turns the logits of the copy ablating (layer, head) into NaN."""
+    orig = Scanner._ablating
+
+    @contextlib.contextmanager
+    def poisoned(self, keep, copies, rows):
+        with orig(self, keep, copies, rows):
+            mask = keep.get(layer)
+            hit = [] if mask is None else (mask[:, head] == 0).nonzero().flatten().tolist()
+            if not hit:
+                yield
+                return
+            j = hit[0]
+
+            def nan_out(mod, args, out):
+                out = out.clone()
+                n = out.shape[0] // copies
+                out[j * n:(j + 1) * n] = float("nan")
+                return out
+
+            h = self.unembed.register_forward_hook(nan_out)
+            try:
+                yield
+            finally:
+                h.remove()
+    return poisoned
+
+
+@pytest.mark.parametrize("stage", ["score", "curve"])
+def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path, monkeypatch, stage):
+    card, data = ioi_job
+    scores = tmp_path / "ok.parquet"
+    if stage == "curve":  # a clean scores file first, then poison the curve's steps
+        P.score("ioi", card, data, "zero-query", scores, tmp_path / "ok.prompts.parquet", opts=OPTS,
+                bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+        top = P._ranked(scores).iloc[0]
+        layer, head = int(top["layer"]), int(top["head"])
+    else:
+        layer, head = 1, 2
+    monkeypatch.setattr(Scanner, "_ablating", _poison(layer, head))
+    out = {"score": [tmp_path / "s.parquet", tmp_path / "s.prompts.parquet"],
+           "curve": [tmp_path / "c.parquet", tmp_path / "c.control.parquet"]}[stage]
+    with pytest.raises(NonFiniteError) as e:
+        if stage == "score":
+            P.score("ioi", card, data, "zero-query", *out, opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+        else:
+            P.curve("ioi", card, data, scores, "zero-query", {"n_curve": 16, "max_steps": 3, "methods": ["ranked"],
+                                                                "control_draws": 2}, 0, *out, opts=OPTS)
+    msg = str(e.value)
+    for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
+        assert part in msg, (part, msg)
+    assert not any(p.exists() for p in out)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left either
+
+
+def test_nan_error_is_one_line_from_run(ioi_job, tmp_path, monkeypatch, capsys):
+    card, data = ioi_job
+    monkeypatch.setattr(Scanner, "_ablating", _poison(0, 1))
+    with pytest.raises(SystemExit) as e:
+        P.run(P.score, "ioi", card, data, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", 4096,
+              "cpu", OPTS, None)
+    assert e.value.code == 1
+    assert "circuitloc error: model tinyq" in capsys.readouterr().err
+
+
+def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
+    card, data = ioi_job
+    bad = tmp_path / "ioi.parquet"
+    raw = data.read_bytes()
+    bad.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ArtifactError, match=rf"{bad}: not a readable parquet file, truncated or corrupt"):
+        P.score("ioi", card, bad, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", opts=OPTS)
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
+    card, data = ioi_job
+    bad = tmp_path / "ioi.parquet"
+    pd.read_parquet(data).drop(columns=["io_id"]).to_parquet(bad)
+    with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
+        P.score("ioi", card, bad, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", opts=OPTS)
+
+
+def test_scores_missing_a_column_is_named(tmp_path):
+    bad = tmp_path / "scores.parquet"
+    pd.DataFrame({"unit": ["L0H0"], "layer": [0], "head": [0]}).to_parquet(bad)
+    with pytest.raises(ArtifactError, match=r"scores table lacks column\(s\) \['drop'\]"):
+        P._ranked(bad)
+
+
+@pytest.mark.parametrize("content, what", [("{\"name\": \"m\", ", "Expecting"), ("", "empty file"),
+                                           (b"\xff\xfe\x00garbage", "not UTF-8")])
+def test_card_that_is_not_json_is_named(tmp_path, capsys, content, what):
+    card = tmp_path / "card.json"
+    (card.write_bytes if isinstance(content, bytes) else card.write_text)(content)
+    with pytest.raises(ArtifactError, match=rf"{card}: not .*{what}"):
+        io.read_json(card)
+    with pytest.raises(SystemExit):  # what the job scripts do: one line, no traceback
+        P.run(io.read_json, card)
+    assert f"circuitloc error: {card}: not" in capsys.readouterr().err
+
+
+def test_stale_temporary_of_a_killed_writer_is_removed(tmp_path):
+    target = tmp_path / "x.parquet"
+    stale = tmp_path / ".x.parquet.ab12cd_9.parquet"  # what atomic_path leaves if killed mid-write
+    other = tmp_path / ".x.parquet.bak.ab12cd_9.bak"  # not its own temporary: kept
+    stale.write_bytes(b"half")
+    other.write_bytes(b"keep")
+    io.write_parquet(pd.DataFrame({"a": [1]}), target)
+    assert not stale.exists() and other.exists()
+    assert pd.read_parquet(target)["a"].tolist() == [1]
+
+
+def test_explain_failures_prints_each_failed_jobs_last_error(tmp_path):
+    logs = tmp_path / "results" / "logs"
+    (logs / "models").mkdir(parents=True)
+    (logs / "scores").mkdir(parents=True)
+    (logs / "models" / "bad.log").write_text("2026-01-01 00:00:00,000 INFO loading\n"
+                                             "2026-01-01 00:00:01,000 ERROR model 'bad': local directory "
+                                             "/nonexistent/dir does not exist\n")
+    (logs / "scores" / "crash.log").write_text("Traceback (most recent call last):\n  File x\n"
+                                               "ValueError: boom\n")
+    (logs / "scores" / "fine.log").write_text("2026-01-01 00:00:00,000 INFO all good\n")
+    smk_log = tmp_path / "snakemake.log"
+    smk_log.write_text("Error in rule model:\n    message: None\n    jobid: 0\n"
+                       f"    log: {logs}/models/bad.log (check log file(s) for error details)\n"
+                       "Error in rule scores:\n    jobid: 3\n"
+                       f"    log: {logs}/scores/crash.log (check log file(s) for error details)\n"
+                       "Shutting down, this might take some time.\n")
+    out = stdio.StringIO()
+    lines = explain_failures([str(smk_log)], logs, since=0.0, stream=out)
+    assert lines == [f"circuitloc: model job failed: model 'bad': local directory /nonexistent/dir does not "
+                     f"exist  [log: {logs}/models/bad.log]",
+                     f"circuitloc: scores job failed: ValueError: boom  [log: {logs}/scores/crash.log]"]
+    assert lines[0] in out.getvalue()
+    assert last_error_line(tmp_path / "missing.log").startswith("(log not readable")
+
+
+@pytest.mark.workflow
+def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
+    """A model directory that does not exist: the reason, not only `message: None`, is printed last."""
+    work = copy_workflow(tmp_path / "wf")
+    (work / "bad.yaml").write_text(json.dumps({
+        "seed": 0, "device": "cpu", "max_batch_tokens": 4096,
+        "models": {"bad": {"source": "hf", "hf": "/nonexistent/dir"}},
+        "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 20, "n_score": 5}},
+        "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3}}))
+    p = smk("results/models/bad/card.json", "--cores", "1", "--configfile", "bad.yaml", cwd=work, check=False,
+            timeout=300)
+    assert p.returncode != 0
+    console = p.stdout + p.stderr
+    tail = console[console.index("why the run failed"):]
+    assert ("circuitloc: model job failed: model 'bad': local directory /nonexistent/dir does not exist  "
+            "[log: results/logs/models/bad.log]") in tail

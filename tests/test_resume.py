@@ -1,0 +1,130 @@
+"""A killed run loses nothing: SIGKILL to Snakemake's whole process group while score jobs run,
+then the README's recovery (`--unlock`, then the same command; profiles/default sets
+rerun-incomplete) finishes only what is missing, with every artifact equal to an uninterrupted
+run's and no temporary or partial file left."""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from workflow_helpers import SNAKEMAKE, copy_workflow, smk, smk_env
+
+KINDS = ("zero", "resample")
+
+
+def _config(tiny_dirs) -> dict:
+    return {"seed": 0, "device": "cpu", "max_batch_tokens": 4096,
+            "models": {"neox": {"source": "hf", "hf": str(tiny_dirs["neox"])},
+                       "qwen": {"source": "hf", "hf": str(tiny_dirs["qwen_gqa"])}},
+            "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 24, "n_score": 8}},
+            "ablation": {"kinds": list(KINDS), "units": ["query"], "min_group": 2},
+            "bootstrap": {"n": 50},
+            "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3, "control_draws": 2}}
+
+
+TARGETS = [f"results/scores/ioi/{m}/{k}-query.parquet" for m in ("neox", "qwen") for k in KINDS]
+
+
+def _outputs(work: Path) -> dict:
+    """Every score artifact (and its per-prompt file) -> bytes."""
+    return {str(p.relative_to(work)): p.read_bytes() for p in sorted((work / "results/scores").rglob("*.parquet"))}
+
+
+def _incomplete(work: Path) -> set:
+    """Outputs Snakemake has marked incomplete (a job started, its completion not recorded)."""
+    root = work / ".snakemake/incomplete"
+    out = set()
+    for p in root.rglob("*") if root.exists() else ():
+        if p.is_file():
+            b64 = "".join(part.lstrip("@") for part in p.relative_to(root).parts)
+            try:
+                out.add(base64.urlsafe_b64decode(b64).decode())
+            except ValueError:
+                continue
+    return out
+
+
+def _finished(work: Path) -> list:
+    """Targets whose job Snakemake recorded as finished: the output exists and is not incomplete."""
+    inc = _incomplete(work)
+    return [t for t in TARGETS if (work / t).exists() and t not in inc and str(work / t) not in inc]
+
+
+def _running_score_job(work: Path) -> bool:
+    """A score job has started (its log exists) and not finished (its output does not)."""
+    for t in TARGETS:
+        rel = Path(t).relative_to("results/scores")
+        if (work / "results/logs/scores" / rel.with_suffix(".log")).exists() and not (work / t).exists():
+            return True
+    return False
+
+
+@pytest.mark.workflow
+def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
+    work = copy_workflow(tmp_path / "wf")
+    (work / "kr.yaml").write_text(json.dumps(_config(tiny_dirs)))
+    args = [*TARGETS, "--cores", "2", "--configfile", "kr.yaml"]
+
+    # 1. start, and kill the whole process group once a score job has finished and another runs
+    proc = subprocess.Popen(SNAKEMAKE + args, cwd=work, env=smk_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            done = _finished(work)
+            if done and len(done) < len(TARGETS) - 1 and _running_score_job(work):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before it could be killed during the score jobs"
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(2)
+    before = {t: ((work / t).stat().st_mtime_ns, (work / t).read_bytes()) for t in _finished(work)}
+    after_kill = _outputs(work)
+    time.sleep(1)
+    assert _outputs(work) == after_kill, "a job outlived the SIGKILL of Snakemake's process group"
+    assert 0 < len(before) < len(TARGETS)
+    # what a writer killed mid-write would leave (atomic_path's temporary), beside a missing output
+    missing = [t for t in TARGETS if t not in before]
+    assert any(not (work / t).exists() for t in missing)
+    stale = work / Path(missing[0]).parent / f".{Path(missing[0]).name}.k1ll3d_x.parquet"
+    stale.write_bytes(b"PAR1 half a parquet")
+
+    # 2. the plain command fails on the lock, as the README says; --unlock, then the same command
+    locked = smk(*args, cwd=work, check=False, timeout=120)
+    assert locked.returncode != 0 and "lock" in (locked.stdout + locked.stderr).lower()
+    smk("--unlock", "--configfile", "kr.yaml", cwd=work, timeout=120)
+    rerun = smk(*args, cwd=work, timeout=600)
+
+    # finished jobs were not recomputed
+    for t, (mtime, data) in before.items():
+        assert (work / t).stat().st_mtime_ns == mtime and (work / t).read_bytes() == data, t
+    log = rerun.stdout + rerun.stderr
+    assert not [t for t in before if f"output: {t}" in log]
+    for t in missing:
+        assert f"output: {t}" in log
+    # every artifact is there, complete, and nothing temporary or partial is left
+    assert all((work / t).exists() for t in TARGETS)
+    leftovers = [p for p in (work / "results").rglob(".*")]
+    assert not leftovers, leftovers
+    assert not _incomplete(work)
+
+    # 3. an uninterrupted run of the score jobs on the same models and datasets gives the same bytes
+    ref = copy_workflow(tmp_path / "ref")
+    shutil.copy(work / "kr.yaml", ref / "kr.yaml")
+    for sub in ("models", "data"):
+        shutil.copytree(work / "results" / sub, ref / "results" / sub)
+    smk(*args, cwd=ref, timeout=600)
+    resumed, uninterrupted = _outputs(work), _outputs(ref)
+    assert sorted(resumed) == sorted(uninterrupted) and len(resumed) == 2 * len(TARGETS)
+    assert [k for k in resumed if resumed[k] != uninterrupted[k]] == []
