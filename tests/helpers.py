@@ -40,3 +40,20 @@ def card_for(path, name="tiny", source="hf"):
 
     _, tok = load_hf(str(path))
     return make_card(name, {"source": source, "hf": str(path)}, str(path), tok)
+
+
+def random_prompts(vocab, n=5, seed=0):
+    """Prompts of mixed lengths over token ids >= 4 (no specials), with two answer ids a and b."""
+    from circuitloc.scan import Prompts
+
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(4, 9, (n,), generator=g)
+    ids = torch.randint(4, vocab, (n, int(lens.max())), generator=g)
+    return Prompts(ids, lens - 1, {"a": torch.randint(4, vocab, (n,), generator=g),
+                                   "b": torch.randint(4, vocab, (n,), generator=g)})
+
+
+def ld(logits, f):
+    """logit(a) - logit(b) per prompt, in float32 whatever the model's dtype."""
+    rows = torch.arange(logits.shape[0])
+    return logits[rows, f["a"]].float() - logits[rows, f["b"]].float()

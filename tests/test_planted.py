@@ -18,9 +18,10 @@ A_, B_ = (1, 2), (0, 3)  # (layer, head): strong and weak carriers of the answer
 SCALE_A, SCALE_B, OFFSET = 3.0, 1.0, 10.0
 
 
-def planted_model(n_kv):
-    """Input-independent by construction: every token embeds to OFFSET*w; head A writes 3u,
-    head B writes 1u, nothing else writes; logit(a) - logit(b) reads u after the final RMSNorm."""
+def writer_model(n_kv, offset, writers):
+    """A Qwen2 model with every weight zero except `writers` [(layer, head, scale)]: each such head's z
+    is ones (value bias 1) and it writes scale * u; every token embeds to offset * w; the final
+    RMSNorm reads LD = logit(a) - logit(b) along u. Input-independent, so computable by hand."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = Qwen2Config(vocab_size=8, hidden_size=D, intermediate_size=8, num_hidden_layers=2,
@@ -35,15 +36,20 @@ def planted_model(n_kv):
         for mod in m.modules():
             if type(mod).__name__.endswith("RMSNorm"):
                 mod.weight.fill_(1.0)
-        m.model.embed_tokens.weight[:] = OFFSET * w
+        m.model.embed_tokens.weight[:] = offset * w
         e = torch.ones(dh)
-        for layer, head, scale in ((*A_, SCALE_A), (*B_, SCALE_B)):
+        for layer, head, scale in writers:
             attn = m.model.layers[layer].self_attn
-            attn.v_proj.bias.fill_(1.0)  # z = e for every head, whatever the input
+            attn.v_proj.bias.fill_(1.0)
             attn.o_proj.weight[:, head * dh:(head + 1) * dh] = scale * torch.outer(u, e) / e.dot(e)
         m.lm_head.weight[1] = u
         m.lm_head.weight[2] = -u
     return m
+
+
+def planted_model(n_kv):
+    """Head A writes 3u, head B writes 1u, nothing else writes."""
+    return writer_model(n_kv, OFFSET, ((*A_, SCALE_A), (*B_, SCALE_B)))
 
 
 def ld_by_hand(x_u, eps):
@@ -109,29 +115,7 @@ def redundant_model():
     alone saturates the final RMSNorm, so removing one barely moves LD = 2 x_u / rms(x); removing both
     (their KV group, or the whole layer) leaves only the small writers. Attention is uniform and every
     head's z is ones (value bias 1), so LD is input-independent and computable by hand."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(vocab_size=8, hidden_size=D, intermediate_size=8, num_hidden_layers=2,
-                      num_attention_heads=H, num_key_value_heads=2, tie_word_embeddings=False)
-    m = Qwen2ForCausalLM(cfg).eval()
-    u, w = torch.zeros(D), torch.zeros(D)
-    u[0], w[1] = 1.0, 1.0
-    dh = D // H
-    with torch.no_grad():
-        for p in m.parameters():
-            p.zero_()
-        for mod in m.modules():
-            if type(mod).__name__.endswith("RMSNorm"):
-                mod.weight.fill_(1.0)
-        m.model.embed_tokens.weight[:] = OFF_R * w
-        e = torch.ones(dh)
-        for layer, head, scale in ((1, 0, S_RED), (1, 1, S_RED), (1, 3, S_H3), (0, 1, S_L0)):
-            attn = m.model.layers[layer].self_attn
-            attn.v_proj.bias.fill_(1.0)
-            attn.o_proj.weight[:, head * dh:(head + 1) * dh] = scale * torch.outer(u, e) / e.dot(e)
-        m.lm_head.weight[1] = u
-        m.lm_head.weight[2] = -u
-    return m
+    return writer_model(2, OFF_R, ((1, 0, S_RED), (1, 1, S_RED), (1, 3, S_H3), (0, 1, S_L0)))
 
 
 def ld_red(x_u, eps):

@@ -8,22 +8,10 @@ import numpy as np
 from circuitloc.ablation import as_sets, units
 from circuitloc.replacement import mean_replacement, resample_replacement, resample_sources
 from circuitloc.models.load import engine_model, load
-from circuitloc.scan import Prompts, Scanner, naive_run
+from circuitloc.scan import Scanner, naive_run
 
-from helpers import card_for
-
-
-def _prompts(vocab, n=5, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    lens = torch.randint(4, 9, (n,), generator=g)
-    ids = torch.randint(4, vocab, (n, int(lens.max())), generator=g)
-    return Prompts(ids, lens - 1, {"a": torch.randint(4, vocab, (n,), generator=g),
-                                   "b": torch.randint(4, vocab, (n,), generator=g)})
-
-
-def ld(logits, f):
-    rows = torch.arange(logits.shape[0])
-    return logits[rows, f["a"]] - logits[rows, f["b"]]
+from helpers import card_for, ld
+from helpers import random_prompts as _prompts
 
 
 @pytest.mark.parametrize("kind", ["neox", "qwen_gqa", "qwen_mha"])

@@ -10,10 +10,11 @@ from circuitloc.ablation import as_sets, units
 from circuitloc.errors import EngineMismatchError, NonFiniteError, UnsupportedArchitectureError
 from circuitloc.models.load import engine_model, load
 from circuitloc.replacement import mean_replacement
-from circuitloc.scan import VERIFIED, Prompts, Scanner, naive_run, tolerance
+from circuitloc.scan import VERIFIED, Scanner, naive_run, tolerance
 
 from arch_helpers import save_tiny_arch
-from helpers import card_for
+from helpers import card_for, ld
+from helpers import random_prompts as _prompts
 
 
 @pytest.fixture(scope="module")
@@ -23,19 +24,6 @@ def arch_dirs(tmp_path_factory, tiny_dirs):
     for kind in ("llama", "gemma", "gemma2", "gemma3"):
         out[kind] = save_tiny_arch(kind, root / kind)
     return out
-
-
-def _prompts(vocab, n=5, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    lens = torch.randint(4, 9, (n,), generator=g)
-    ids = torch.randint(4, vocab, (n, int(lens.max())), generator=g)
-    return Prompts(ids, lens - 1, {"a": torch.randint(4, vocab, (n,), generator=g),
-                                   "b": torch.randint(4, vocab, (n,), generator=g)})
-
-
-def ld(logits, f):
-    rows = torch.arange(logits.shape[0])
-    return logits[rows, f["a"]].float() - logits[rows, f["b"]].float()
 
 
 def _setup(path, dtype="float32", budget=100000):

@@ -60,33 +60,27 @@ def agreement(a, b, labels, k: int = 5) -> dict:
 
 # -- across seeds: multiple comparisons, censored values, exact paired tests ----------------------
 
-def holm(p) -> np.ndarray:
-    """Holm's step-down adjustment of the finite p-values in `p` (NaN stays NaN): the i-th smallest
-    of m becomes max over j <= i of min(1, (m - j + 1) p_(j))."""
+def _adjust(p, adjust_sorted) -> np.ndarray:
+    """Apply `adjust_sorted` (ascending finite p-values -> adjusted) to the finite entries of p."""
     p = np.asarray(p, float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out[order] = adj
+    if len(ok):
+        order = ok[np.argsort(p[ok], kind="stable")]
+        out[order] = adjust_sorted(p[order])
     return out
+
+
+def holm(p) -> np.ndarray:
+    """Holm's step-down adjustment of the finite p-values in `p` (NaN stays NaN): the i-th smallest
+    of m becomes max over j <= i of min(1, (m - j + 1) p_(j))."""
+    return _adjust(p, lambda s: np.minimum(1.0, np.maximum.accumulate((len(s) - np.arange(len(s))) * s)))
 
 
 def benjamini_hochberg(p) -> np.ndarray:
     """Benjamini-Hochberg adjustment (false discovery rate) of the finite p-values; NaN stays NaN."""
-    p = np.asarray(p, float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum.accumulate((m / np.arange(1, m + 1) * p[order])[::-1])[::-1]
-    out[order] = np.minimum(1.0, adj)
-    return out
+    return _adjust(p, lambda s: np.minimum(1.0, np.minimum.accumulate(
+        (len(s) / np.arange(1, len(s) + 1) * s)[::-1])[::-1]))
 
 
 P_ADJUST = {"holm": holm, "bh": benjamini_hochberg}
