@@ -1,11 +1,18 @@
-"""Indirect object identification: 'When Mary and John went to the store, John gave a drink to' -> Mary."""
+"""Indirect object identification: 'When Mary and John went to the store, John gave a drink to' -> Mary.
+
+Two sources over the same 30 templates (resources/ioi/templates.txt: the IOI paper's 15 BABA
+templates and their 15 ABBA forms): the seeded generator, or fahamu/ioi (the dataset the paper
+used, generated from those templates), read lazily and matched back to its templates.
+"""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -13,6 +20,9 @@ from ..errors import DatasetError
 from .common import encode, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
+FAHAMU_REPO = "fahamu/ioi"
+FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
+FAHAMU_COLUMN = "ioi_sentences"
 
 
 def _lines(path: Path) -> list[str]:
@@ -21,50 +31,154 @@ def _lines(path: Path) -> list[str]:
     return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
+def template_order(template: str) -> str:
+    """ABBA when the indirect object is named first, BABA when the subject is."""
+    return "ABBA" if template.index("{IO}") < template.index("{S}") else "BABA"
+
+
+def load_templates(root=None) -> list[str]:
+    """The templates, checked: one {IO}, two {S}, and both orders present."""
+    path = (Path(root) if root else RESOURCES) / "templates.txt"
+    templates = _lines(path)
+    for t in templates:
+        if t.count("{IO}") != 1 or t.count("{S}") != 2:
+            raise DatasetError(f"{path}: a template needs one {{IO}} and two {{S}}: {t!r}")
+    if {template_order(t) for t in templates} != {"ABBA", "BABA"}:
+        raise DatasetError(f"{path}: needs ABBA templates ({{IO}} first) and BABA templates ({{S}} first)")
+    return templates
+
+
 def load_resources(root=None) -> dict[str, list[str]]:
     root = Path(root) if root else RESOURCES
-    return {k: _lines(root / f"{k}.txt") for k in ("templates", "names", "places", "objects")}
+    res = {k: _lines(root / f"{k}.txt") for k in ("names", "places", "objects")}
+    return {"templates": load_templates(root), **res}
+
+
+def fill(template: str, io: str, s: str, place: str, obj: str) -> str:
+    return (template.replace("{IO}", io).replace("{S}", s).replace("{PLACE}", place)
+            .replace("{OBJECT}", obj))
 
 
 def generate(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
-    """ABBA and BABA sentences in equal numbers, from the shipped templates."""
+    """ABBA and BABA sentences in equal numbers (alternating), each from a template of its order."""
     res = resources or load_resources()
     rng = random.Random(seed)
+    by_order = {o: [i for i, t in enumerate(res["templates"]) if template_order(t) == o] for o in ("ABBA", "BABA")}
     rows = []
     for i in range(n):
-        tpl = rng.choice(res["templates"])
-        io, s = rng.sample(res["names"], 2)
         order = "ABBA" if i % 2 == 0 else "BABA"
-        first, second = (io, s) if order == "ABBA" else (s, io)
-        # The template is written in ABBA order: swap the first two mentions for BABA.
-        text = tpl.replace("{IO}", "\0A", 1).replace("{S}", "\0B", 1)
-        text = text.replace("\0A", first).replace("\0B", second)
-        text = text.replace("{S}", s).replace("{IO}", io)
-        text = text.replace("{PLACE}", rng.choice(res["places"])).replace("{OBJECT}", rng.choice(res["objects"]))
-        rows.append({"prompt": text, "io": io, "s": s, "order": order, "template": res["templates"].index(tpl)})
+        k = rng.choice(by_order[order])
+        io, s = rng.sample(res["names"], 2)
+        text = fill(res["templates"][k], io, s, rng.choice(res["places"]), rng.choice(res["objects"]))
+        rows.append({"prompt": text, "io": io, "s": s, "order": order, "template": k})
     return pd.DataFrame(rows)
 
 
-def read_fahamu(path) -> pd.DataFrame:
-    """fahamu/ioi rows are full sentences ending in the IO name; S is the other repeated name."""
-    path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
-    df = pd.read_parquet(path)
-    if "ioi_sentences" not in df.columns:
-        raise DatasetError(f"{path}: expected a column 'ioi_sentences', found {list(df.columns)}")
-    rows = []
-    for sent in df["ioi_sentences"].astype(str):
-        sent = sent.strip().rstrip(".")
-        prompt, _, io = sent.rpartition(" ")
-        words = re.findall(r"[A-Z][a-z]+", prompt)
-        repeated = [w for w in dict.fromkeys(words) if words.count(w) >= 2 and w != io]
-        if not prompt or io not in words or len(repeated) != 1:
+# -- fahamu/ioi ------------------------------------------------------------------------------------
+_SLOTS = {"{IO}": ("io", r"[A-Z][\w'-]*"), "{S}": ("s", r"[A-Z][\w'-]*"),
+          "{PLACE}": ("place", r"[a-z][\w'-]*(?: [a-z][\w'-]*)*?"),
+          "{OBJECT}": ("object", r"[a-z][\w'-]*(?: [a-z][\w'-]*)*?")}
+
+
+def template_pattern(template: str) -> re.Pattern:
+    """A full sentence of this template, with its final name: names and nouns are groups, a slot's
+    later mentions must repeat its first, and the sentence may end in a full stop."""
+    parts, seen = [], set()
+    for piece in re.split(r"(\{IO\}|\{S\}|\{PLACE\}|\{OBJECT\})", template + " {IO}"):
+        if piece in _SLOTS:
+            name, rx = _SLOTS[piece]
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>{rx})")
+            seen.add(name)
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts) + r"\s*\.?")
+
+
+def match_templates(sentences, templates: list[str]) -> tuple[pd.DataFrame, int]:
+    """Each sentence's template, IO and S: rows (prompt, io, s, order, template) for the sentences
+    that match one template exactly (IO and S distinct), and the number that match none."""
+    patterns = [template_pattern(t) for t in templates]
+    # most sentences share their first words with few templates: try those first
+    by_start: dict[str, list[int]] = {}
+    for k, t in enumerate(templates):
+        by_start.setdefault(t.split(" ", 1)[0], []).append(k)
+    rows, unmatched = [], 0
+    for sent in sentences:
+        sent = str(sent).strip()
+        hit = None
+        for k in by_start.get(sent.split(" ", 1)[0], []):
+            m = patterns[k].fullmatch(sent)
+            if m and m["io"] != m["s"]:
+                hit = k, m
+                break
+        if hit is None:
+            unmatched += 1
             continue
-        s = repeated[0]
-        order = "ABBA" if prompt.index(io) < prompt.index(s) else "BABA"
-        rows.append({"prompt": prompt, "io": io, "s": s, "order": order, "template": -1})
-    return pd.DataFrame(rows)
+        k, m = hit
+        io, s = m["io"], m["s"]
+        prompt = fill(templates[k], io, s, m["place"] if "place" in m.re.groupindex else "",
+                      m["object"] if "object" in m.re.groupindex else "")
+        rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
+    cols = ["prompt", "io", "s", "order", "template"]
+    return pd.DataFrame(rows, columns=cols).astype({"template": "int64"}), unmatched
+
+
+def fahamu_path(source: dict) -> Path:
+    """The parquet file of a `{kind: fahamu}` source: `path` (a file, or a directory holding `file`),
+    else `file` of the hub dataset `repo` from the Hugging Face cache (downloaded when online)."""
+    name = source.get("file", FAHAMU_FILES["200k"])
+    name = FAHAMU_FILES.get(name, name)  # '200k' / '26m' as shorthands
+    if source.get("path"):
+        p = Path(source["path"])
+        if p.is_dir():
+            p = p / name
+        if not p.is_file():
+            raise DatasetError(f"IOI parquet not found: {p} (tasks.ioi.source.path)")
+        return p
+    repo = source.get("repo", FAHAMU_REPO)
+    from huggingface_hub import constants, hf_hub_download
+
+    try:
+        return Path(hf_hub_download(repo, name, repo_type="dataset"))
+    except Exception as e:  # offline and not cached, or the hub unreachable
+        raise DatasetError(
+            f"{repo}: {name} is not in the Hugging Face cache {constants.HF_HUB_CACHE} and could not be "
+            f"downloaded ({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
+            f"Fetch it where there is internet, with the same HF_HOME: "
+            f"hf download {repo} {name} --repo-type dataset") from e
+
+
+def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000):
+    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
+    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
+    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
+    whole. Rows come in file order. Returns (rows, counts)."""
+    import polars as pl
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
+    templates = templates or load_templates()
+    lf = pl.scan_parquet(path)
+    columns = lf.collect_schema().names()
+    if FAHAMU_COLUMN not in columns:
+        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {columns}")
+    n_rows = int(lf.select(pl.len()).collect().item())
+    k = n_rows if pool is None else min(int(pool), n_rows)
+    idx = np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False))
+    # one window of rows at a time: a slice is pushed down into the parquet scan (only the row groups
+    # it overlaps are read), so memory is bounded by the window, not the file
+    sample: list[str] = []
+    col = lf.select(FAHAMU_COLUMN)
+    for start in range(0, n_rows, window):
+        lo, hi = np.searchsorted(idx, [start, start + window])
+        if hi > lo:
+            chunk = col.slice(start, window).collect()[FAHAMU_COLUMN]
+            sample += chunk.gather(idx[lo:hi] - start).to_list()
+            del chunk
+    rows, unmatched = match_templates(sample, templates)
+    counts = {"source_rows": n_rows, "sampled": len(sample), "dropped_no_template": int(unmatched)}
+    return rows, counts
 
 
 def build(raw: pd.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
