@@ -113,6 +113,53 @@ def card(model):
     return f"results/models/{model}/card.json"
 
 
+
+# ---- Resource files are inputs -------------------------------------------------------------------
+# Every file a result is computed from is an input of the job that reads it, so editing it reruns
+# exactly that job and what follows: the IOI templates / names / places / objects and the facts file
+# (datasets; a toy's vocabulary and training data too), a local fahamu/ioi parquet (IOI datasets).
+# A fahamu file from the hub is fetched inside the dataset job (never at DAG-build time): the
+# config's source (repo, file) is in the job's params instead.
+IOI_RESOURCE_FILES = ("templates", "names", "places", "objects")
+FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # as in tasks/ioi.py
+
+
+def resource_path(*parts):
+    return os.path.join(workflow.basedir, "resources", *parts)
+
+
+def ioi_resource_inputs(root, names=IOI_RESOURCE_FILES):
+    return {f"ioi_{k}": os.path.join(root, f"{k}.txt") for k in names}
+
+
+def dataset_inputs(wc):
+    """Named resource files a dataset job reads: ioi: the templates (fahamu) or all four IOI files
+    (generator), and a local fahamu parquet; facts: the facts file; induction: none."""
+    if wc.task == "ioi":
+        src = task_config("ioi", wc.model).get("source") or {}
+        fahamu = src.get("kind") == "fahamu"
+        out = ioi_resource_inputs(resource_path("ioi"), ("templates",) if fahamu else IOI_RESOURCE_FILES)
+        if fahamu and src.get("path"):
+            name = src.get("file", FAHAMU_FILES["200k"])
+            path = src["path"]
+            out["fahamu"] = os.path.join(path, FAHAMU_FILES.get(name, name)) if os.path.isdir(path) else path
+        return out
+    if wc.task == "facts":
+        return {"facts": task_config("facts", wc.model).get("path") or resource_path("facts", "facts.tsv")}
+    return {}
+
+
+def model_inputs(wc):
+    """A toy model's vocabulary and training data come from the IOI resource files and the facts
+    file, so it is rebuilt when they change; other sources read no resource file."""
+    spec = model_spec(wc.model)
+    if spec.get("source") != "toy":
+        return {}
+    recipe = spec.get("toy", {})
+    out = ioi_resource_inputs(recipe.get("ioi_resources") or resource_path("ioi"))
+    out["facts"] = recipe.get("facts_path") or resource_path("facts", "facts.tsv")
+    return out
+
 ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 
 

@@ -1,4 +1,6 @@
 rule model:
+    input:
+        unpack(model_inputs),
     output:
         card="results/models/{model}/card.json",
     params:
