@@ -95,14 +95,6 @@ def model_build_spec(model):
     return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)}
 
 
-def model_source_files(wc):
-    """Local files a model is built from (a stored toy checkpoint): editing one rebuilds the model."""
-    toy = model_spec(wc.model).get("toy", {})
-    if model_spec(wc.model).get("source") == "toy" and toy.get("checkpoint"):
-        return checkpoint_files(toy["checkpoint"])
-    return []
-
-
 def task_config(task, model):
     """The task's global settings with the model's own overrides on top."""
     base = "facts" if task.startswith("facts") else task
@@ -121,6 +113,56 @@ def curve_config(task, model):
 def card(model):
     return f"results/models/{model}/card.json"
 
+
+
+# ---- Resource files are inputs -------------------------------------------------------------------
+# Every file a result is computed from is an input of the job that reads it, so editing it reruns
+# exactly that job and what follows: the IOI templates / names / places / objects and the facts file
+# (datasets; a toy's vocabulary and training data too), a local fahamu/ioi parquet (IOI datasets).
+# A fahamu file from the hub is fetched inside the dataset job (never at DAG-build time): the
+# config's source (repo, file) is in the job's params instead.
+IOI_RESOURCE_FILES = ("templates", "names", "places", "objects")
+FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # as in tasks/ioi.py
+
+
+def resource_path(*parts):
+    return os.path.join(workflow.basedir, "resources", *parts)
+
+
+def ioi_resource_inputs(root, names=IOI_RESOURCE_FILES):
+    return {f"ioi_{k}": os.path.join(root, f"{k}.txt") for k in names}
+
+
+def dataset_inputs(wc):
+    """Named resource files a dataset job reads: ioi: fahamu's 30 templates and a local fahamu parquet,
+    or the generator's four IOI files; facts: the facts file; induction: none."""
+    if wc.task == "ioi":
+        src = task_config("ioi", wc.model).get("source") or {}
+        fahamu = src.get("kind") == "fahamu"
+        out = ioi_resource_inputs(resource_path("ioi"), ("fahamu_templates",) if fahamu else IOI_RESOURCE_FILES)
+        if fahamu and src.get("path"):
+            name = src.get("file", FAHAMU_FILES["200k"])
+            path = src["path"]
+            out["fahamu"] = os.path.join(path, FAHAMU_FILES.get(name, name)) if os.path.isdir(path) else path
+        return out
+    if wc.task == "facts":
+        return {"facts": task_config("facts", wc.model).get("path") or resource_path("facts", "facts.tsv")}
+    return {}
+
+
+def model_inputs(wc):
+    """A toy model's vocabulary and training data come from the IOI resource files and the facts
+    file, so it is rebuilt when they change (a stored checkpoint's files are inputs too); other
+    sources read no resource file."""
+    spec = model_spec(wc.model)
+    if spec.get("source") != "toy":
+        return {}
+    recipe = spec.get("toy", {})
+    out = ioi_resource_inputs(recipe.get("ioi_resources") or resource_path("ioi"))
+    out["facts"] = recipe.get("facts_path") or resource_path("facts", "facts.tsv")
+    if recipe.get("checkpoint"):  # a stored toy: its files too (its held-out checks read the resources)
+        out.update({f"checkpoint_{i}": f for i, f in enumerate(checkpoint_files(recipe["checkpoint"]))})
+    return out
 
 ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 

@@ -1,5 +1,6 @@
 rule dataset:
     input:
+        unpack(dataset_inputs),
         card="results/models/{model}/card.json",
     output:
         data="results/data/{task}/{model}.parquet",

@@ -1,6 +1,6 @@
 rule model:
     input:
-        model_source_files,
+        unpack(model_inputs),
     output:
         card="results/models/{model}/card.json",
     params:

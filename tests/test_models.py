@@ -50,4 +50,4 @@ def test_hub_model_not_cached_offline_says_where_it_looked(monkeypatch, tmp_path
     with pytest.raises(ModelSourceError) as e:
         resolve_hf("pythia", "EleutherAI/pythia-nonexistent-1m")
     msg = str(e.value)
-    assert "pythia" in msg and "cache" in msg and "huggingface-cli download" in msg
+    assert "pythia" in msg and "cache" in msg and "hf download" in msg

@@ -36,15 +36,106 @@ def test_filter_drops_and_counts_names_that_split():
         ioi.build(raw.iloc[1:], tok, True, 10, 1, 0)
 
 
-def test_fahamu_reader(tmp_path):
-    path = tmp_path / "ioi.parquet"
-    pd.DataFrame({"ioi_sentences": ["Then, Mary and John went to the store. John gave a drink to Mary",
-                                    "When John and Mary went out, John gave a book to Mary."]}).to_parquet(path)
-    df = ioi.read_fahamu(path)
-    assert list(df["io"]) == ["Mary", "Mary"] and list(df["s"]) == ["John", "John"]
-    assert list(df["order"]) == ["ABBA", "BABA"]
+def test_fahamu_templates_are_the_ioi_papers_30():
+    templates = ioi.load_fahamu_templates()
+    assert len(templates) == 30 and len(set(templates)) == 30
+    orders = [ioi.template_order(t) for t in templates]
+    assert orders == ["ABBA"] * 15 + ["BABA"] * 15
+    for a, b in zip(templates[:15], templates[15:]):  # template k + 15: the first two names swapped
+        assert b.replace("{S}", "\0", 1).replace("{IO}", "{S}", 1).replace("\0", "{IO}", 1) == a
+    assert "Then, {S} and {IO} went to the {PLACE}. {S} gave a {OBJECT} to" in templates
+
+
+def _fahamu_rows(n, seed, extra=()):
+    """fahamu/ioi-style full sentences with their truth: prompt, io, s, order, template."""
+    truth = ioi.synthetic_fahamu(n, seed)
+    return pd.DataFrame({"ioi_sentences": list(truth["sentence"]) + list(extra)}), truth.drop(columns="sentence")
+
+
+UNMATCHED = ["When John and Mary went out, John gave a book to Mary.",  # no such template
+             "Then, Mary and John went to the store. John gave a drink to John",  # IO = S
+             "Then, Mary and John went to the store. Mary gave a drink to Mary",  # the IO repeated, S never
+             "Afterwards, Anna and Tom had a lovely time. Tom gave a cake to Anna",
+             ""]
+
+
+@pytest.fixture(scope="module")
+def fahamu_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fahamu") / "mecha_ioi_200k.parquet"
+    raw, truth = _fahamu_rows(3000, seed=5, extra=UNMATCHED)
+    raw.to_parquet(path, row_group_size=500)
+    return path, truth
+
+
+def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
+    path, truth = fahamu_file
+    rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
+    assert counts == {"source_rows": 3000 + len(UNMATCHED), "sampled": 3000 + len(UNMATCHED),
+                      "dropped_no_template": len(UNMATCHED)}
+    assert list(rows.columns) == ["prompt", "io", "s", "order", "template"]
+    for col in ("prompt", "io", "s", "order", "template"):  # row order is file order
+        assert rows[col].tolist() == truth[col].tolist(), col
+    assert set(rows["template"]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
+    # nouns the shipped lists lack (fahamu's may differ) still match: only the template's words are fixed
+    odd, _ = ioi.match_templates(["The old train station Mary and John went to had a box of chocolates. "
+                                  "John gave it to Mary"], ioi.load_fahamu_templates())
+    assert odd[["io", "s", "order", "template"]].values.tolist() == [["Mary", "John", "ABBA", 13]]
+
+
+def test_fahamu_sample_is_seeded_bounded_and_lazy(fahamu_file, monkeypatch):
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    path, truth = fahamu_file
+
+    def full_read(*a, **k):
+        raise AssertionError("the fahamu reader must scan lazily, never load the whole file")
+
+    for mod, name in ((pl, "read_parquet"), (pd, "read_parquet"), (pq, "read_table")):
+        monkeypatch.setattr(mod, name, full_read)
+    scans = []
+    real_scan = pl.scan_parquet
+    monkeypatch.setattr(pl, "scan_parquet", lambda *a, **k: scans.append(a) or real_scan(*a, **k))
+    a, ca = ioi.read_fahamu(path, pool=400, seed=1)
+    b, _ = ioi.read_fahamu(path, pool=400, seed=1)
+    c, _ = ioi.read_fahamu(path, pool=400, seed=2)
+    assert scans and ca["sampled"] == 400 and len(a) == 400 - ca["dropped_no_template"]
+    assert a.equals(b) and not a.equals(c)
+    assert ioi.read_fahamu(path, pool=400, seed=1, window=700)[0].equals(a)  # many windows, same sample
+    assert set(a["prompt"]) <= set(truth["prompt"])
+    big, _ = ioi.read_fahamu(path, pool=10**6, seed=1)  # a pool larger than the file: every row
+    assert len(big) == 3000
+
+
+def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
+    path, _ = fahamu_file
     with pytest.raises(DatasetError, match="not found"):
-        ioi.read_fahamu(tmp_path / "missing.parquet")
+        ioi.read_fahamu(tmp_path / "missing.parquet", 10, 0)
+    with pytest.raises(DatasetError, match="not found"):
+        ioi.fahamu_path({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
+    assert ioi.fahamu_path({"kind": "fahamu", "path": str(path.parent)}) == path  # a directory: its file
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"text": ["x"]}).to_parquet(bad)
+    with pytest.raises(DatasetError, match="ioi_sentences"):
+        ioi.read_fahamu(bad, 10, 0)
+
+
+@pytest.mark.parametrize("file,name", [(None, "mecha_ioi_200k.parquet"), ("26m", "mecha_ioi_26m.parquet")])
+def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(tmp_path, file, name):
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "hf" / "hub"
+    src = {"kind": "fahamu", **({"file": file} if file else {})}
+    code = ("from circuitloc.tasks import ioi\nfrom circuitloc.errors import DatasetError\n"
+            f"try:\n    ioi.fahamu_path({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    msg = out.stdout + out.stderr
+    assert str(cache) in msg, msg
+    assert f"hf download fahamu/ioi {name} --repo-type dataset" in msg, msg
 
 
 def test_induction_sequences_put_a_and_b_in_place():

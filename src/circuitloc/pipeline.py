@@ -96,16 +96,29 @@ def dataset_columns(task_name: str) -> tuple:
 
 
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
-                  device="cpu"):
+                  device="cpu", inputs: dict | None = None):
+    """`inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
+    ioi_fahamu_templates and fahamu, facts);
+    the job reads exactly those (default: the shipped resources and the configured paths)."""
     from .models.load import load_engine
+
+    inputs = inputs or {}
 
     model, tok = load_engine(card, device)
     bos = card["prepend_bos"]
     if task_name == "ioi":
         src = cfg.get("source", {}) or {}
-        raw = ioi_task.read_fahamu(src["path"]) if src.get("kind") == "fahamu" else \
-            ioi_task.generate(int(cfg.get("n_generate", 4 * cfg["n"])), seed)
+        declared = inputs.get("ioi_templates") or inputs.get("ioi_fahamu_templates")
+        res_dir = os.path.dirname(declared) if declared else None
+        pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
+        if src.get("kind") == "fahamu":
+            path = ioi_task.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
+            raw, read_counts = ioi_task.read_fahamu(path, pool, seed, ioi_task.load_fahamu_templates(res_dir))
+            read_counts = {"source": str(path), **read_counts}
+        else:
+            raw, read_counts = ioi_task.generate(pool, seed, ioi_task.load_resources(res_dir)), {"source": "generate"}
         df, counts = ioi_task.build(raw, tok, bos, int(cfg["n"]), int(cfg["n_score"]), seed)
+        counts = {**read_counts, **counts}
     elif task_name == "induction":
         cands = ind_task.candidate_tokens(tok)
         df = ind_task.sequences(cands, int(cfg["n"]), cfg["prefix_len"], cfg["suffix_len"], seed,
@@ -114,7 +127,7 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
         counts = {"input": len(df), "candidate_tokens": len(cands), "kept": len(df), "requested": int(cfg["n"])}
     elif task_name == "facts":
         form = card.get("facts_form", "natural")
-        df, counts = facts_task.build(facts_task.load(cfg.get("path")), tok, bos, form)
+        df, counts = facts_task.build(facts_task.load(inputs.get("facts") or cfg.get("path")), tok, bos, form)
         logits = _clean_logits(model, tok, card, df, task_of("facts"), batch_tokens)
         known = facts_task.known(logits, torch.tensor(df["answer_id"].to_numpy()), int(cfg.get("top_k", 3)))
         counts["dropped_not_in_top_k"] = int((~known).sum().item())

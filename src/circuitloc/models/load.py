@@ -28,7 +28,7 @@ def resolve_hf(name: str, repo: str) -> str:
                                  allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"])
     except Exception as e:  # noqa: BLE001 - any failure here means the same thing to the user
         where = f"the Hugging Face cache {HF_HUB_CACHE}"
-        hint = ("pre-download it on a machine with internet: `huggingface-cli download "
+        hint = ("pre-download it on a machine with internet: `hf download "
                 f"{repo}` with the same HF_HOME" if HF_HUB_OFFLINE else "check the id and your network")
         raise ModelSourceError(f"model {name!r}: {repo} not found in {where} "
                                f"(HF_HUB_OFFLINE={int(HF_HUB_OFFLINE)}); {hint}. ({type(e).__name__}: {e})") from e

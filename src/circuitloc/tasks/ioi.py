@@ -1,11 +1,19 @@
-"""Indirect object identification: 'When Mary and John went to the store, John gave a drink to' -> Mary."""
+"""Indirect object identification: 'When Mary and John went to the store, John gave a drink to' -> Mary.
+
+Two sources: the seeded generator over the shipped templates (resources/ioi/templates.txt, written
+in ABBA form; BABA swaps the first two names), or fahamu/ioi (the dataset the paper used), read
+lazily and matched back to the 30 templates it was generated from (resources/ioi/fahamu_templates.txt:
+the IOI paper's 15 BABA templates and their 15 ABBA forms).
+"""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -13,12 +21,37 @@ from ..errors import DatasetError
 from .common import encode, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
+FAHAMU_REPO = "fahamu/ioi"
+FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
+FAHAMU_COLUMN = "ioi_sentences"
 
 
 def _lines(path: Path) -> list[str]:
     if not path.exists():
         raise DatasetError(f"IOI resource file not found: {path}")
     return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def template_order(template: str) -> str:
+    """ABBA when the indirect object is named first, BABA when the subject is."""
+    return "ABBA" if template.index("{IO}") < template.index("{S}") else "BABA"
+
+
+def load_fahamu_templates(root=None) -> list[str]:
+    """fahamu/ioi's 30 templates, checked: one {IO}, two {S}, and both orders present."""
+    path = (Path(root) if root else RESOURCES) / "fahamu_templates.txt"
+    templates = _lines(path)
+    for t in templates:
+        if t.count("{IO}") != 1 or t.count("{S}") != 2:
+            raise DatasetError(f"{path}: a template needs one {{IO}} and two {{S}}: {t!r}")
+    if {template_order(t) for t in templates} != {"ABBA", "BABA"}:
+        raise DatasetError(f"{path}: needs ABBA templates ({{IO}} first) and BABA templates ({{S}} first)")
+    return templates
+
+
+def fill(template: str, io: str, s: str, place: str, obj: str) -> str:
+    return (template.replace("{IO}", io).replace("{S}", s).replace("{PLACE}", place)
+            .replace("{OBJECT}", obj))
 
 
 def load_resources(root=None) -> dict[str, list[str]]:
@@ -45,26 +78,127 @@ def generate(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def read_fahamu(path) -> pd.DataFrame:
-    """fahamu/ioi rows are full sentences ending in the IO name; S is the other repeated name."""
-    path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
-    df = pd.read_parquet(path)
-    if "ioi_sentences" not in df.columns:
-        raise DatasetError(f"{path}: expected a column 'ioi_sentences', found {list(df.columns)}")
+# -- fahamu/ioi ------------------------------------------------------------------------------------
+_SLOTS = {"{IO}": ("io", r"[A-Z][\w'-]*"), "{S}": ("s", r"[A-Z][\w'-]*"),
+          "{PLACE}": ("place", r"[a-z][\w'-]*(?: [a-z][\w'-]*)*?"),
+          "{OBJECT}": ("object", r"[a-z][\w'-]*(?: [a-z][\w'-]*)*?")}
+
+
+def synthetic_fahamu(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
+    """fahamu/ioi-like rows drawn from its 30 templates and the shipped names, places and objects:
+    the truth (prompt, io, s, order, template) and the full `sentence` as the dataset stores it
+    (final name included, every third with a full stop). For tests and bench/, offline."""
+    res, templates = resources or load_resources(), load_fahamu_templates()
+    rng = random.Random(seed)
     rows = []
-    for sent in df["ioi_sentences"].astype(str):
-        sent = sent.strip().rstrip(".")
-        prompt, _, io = sent.rpartition(" ")
-        words = re.findall(r"[A-Z][a-z]+", prompt)
-        repeated = [w for w in dict.fromkeys(words) if words.count(w) >= 2 and w != io]
-        if not prompt or io not in words or len(repeated) != 1:
-            continue
-        s = repeated[0]
-        order = "ABBA" if prompt.index(io) < prompt.index(s) else "BABA"
-        rows.append({"prompt": prompt, "io": io, "s": s, "order": order, "template": -1})
+    for i in range(n):
+        k = rng.randrange(len(templates))
+        io, s = rng.sample(res["names"], 2)
+        prompt = fill(templates[k], io, s, rng.choice(res["places"]), rng.choice(res["objects"]))
+        rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k,
+                     "sentence": f"{prompt} {io}" + ("." if i % 3 == 0 else "")})
     return pd.DataFrame(rows)
+
+
+def template_pattern(template: str) -> re.Pattern:
+    """A full sentence of this template, with its final name: names and nouns are groups, a slot's
+    later mentions must repeat its first, and the sentence may end in a full stop."""
+    parts, seen = [], set()
+    for piece in re.split(r"(\{IO\}|\{S\}|\{PLACE\}|\{OBJECT\})", template + " {IO}"):
+        if piece in _SLOTS:
+            name, rx = _SLOTS[piece]
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>{rx})")
+            seen.add(name)
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts) + r"\s*\.?")
+
+
+def match_templates(sentences, templates: list[str]) -> tuple[pd.DataFrame, int]:
+    """Each sentence's template, IO and S: rows (prompt, io, s, order, template) for the sentences
+    that match one template exactly (IO and S distinct), and the number that match none."""
+    patterns = [template_pattern(t) for t in templates]
+    # most sentences share their first words with few templates: try those first
+    by_start: dict[str, list[int]] = {}
+    for k, t in enumerate(templates):
+        by_start.setdefault(t.split(" ", 1)[0], []).append(k)
+    rows, unmatched = [], 0
+    for sent in sentences:
+        sent = str(sent).strip()
+        hit = None
+        for k in by_start.get(sent.split(" ", 1)[0], []):
+            m = patterns[k].fullmatch(sent)
+            if m and m["io"] != m["s"]:
+                hit = k, m
+                break
+        if hit is None:
+            unmatched += 1
+            continue
+        k, m = hit
+        io, s = m["io"], m["s"]
+        prompt = fill(templates[k], io, s, m["place"] if "place" in m.re.groupindex else "",
+                      m["object"] if "object" in m.re.groupindex else "")
+        rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
+    cols = ["prompt", "io", "s", "order", "template"]
+    return pd.DataFrame(rows, columns=cols).astype({"template": "int64"}), unmatched
+
+
+def fahamu_path(source: dict) -> Path:
+    """The parquet file of a `{kind: fahamu}` source: `path` (a file, or a directory holding `file`),
+    else `file` of the hub dataset `repo` from the Hugging Face cache (downloaded when online)."""
+    name = source.get("file", FAHAMU_FILES["200k"])
+    name = FAHAMU_FILES.get(name, name)  # '200k' / '26m' as shorthands
+    if source.get("path"):
+        p = Path(source["path"])
+        if p.is_dir():
+            p = p / name
+        if not p.is_file():
+            raise DatasetError(f"IOI parquet not found: {p} (tasks.ioi.source.path)")
+        return p
+    repo = source.get("repo", FAHAMU_REPO)
+    from huggingface_hub import constants, hf_hub_download
+
+    try:
+        return Path(hf_hub_download(repo, name, repo_type="dataset"))
+    except Exception as e:  # offline and not cached, or the hub unreachable
+        raise DatasetError(
+            f"{repo}: {name} is not in the Hugging Face cache {constants.HF_HUB_CACHE} and could not be "
+            f"downloaded ({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
+            f"Fetch it where there is internet, with the same HF_HOME: "
+            f"hf download {repo} {name} --repo-type dataset") from e
+
+
+def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000):
+    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
+    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
+    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
+    whole. Rows come in file order. Returns (rows, counts)."""
+    import polars as pl
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
+    templates = templates or load_fahamu_templates()
+    lf = pl.scan_parquet(path)
+    columns = lf.collect_schema().names()
+    if FAHAMU_COLUMN not in columns:
+        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {columns}")
+    n_rows = int(lf.select(pl.len()).collect().item())
+    k = n_rows if pool is None else min(int(pool), n_rows)
+    idx = np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False))
+    # one window of rows at a time: a slice is pushed down into the parquet scan (only the row groups
+    # it overlaps are read), so memory is bounded by the window, not the file
+    sample: list[str] = []
+    col = lf.select(FAHAMU_COLUMN)
+    for start in range(0, n_rows, window):
+        lo, hi = np.searchsorted(idx, [start, start + window])
+        if hi > lo:
+            chunk = col.slice(start, window).collect()[FAHAMU_COLUMN]
+            sample += chunk.gather(idx[lo:hi] - start).to_list()
+            del chunk
+    rows, unmatched = match_templates(sample, templates)
+    counts = {"source_rows": n_rows, "sampled": len(sample), "dropped_no_template": int(unmatched)}
+    return rows, counts
 
 
 def build(raw: pd.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):

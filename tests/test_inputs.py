@@ -1,0 +1,102 @@
+"""Every file a result depends on is an input: editing one resource file plans exactly the jobs that
+read it and what follows from them, nothing else (dry runs on a scratch copy of the workflow whose
+outputs are stand-in files, so no model is trained or run)."""
+
+import re
+
+import pytest
+import yaml
+from workflow_helpers import copy_workflow, smk
+
+MODELS = ("tiny", "hf_a", "hf_b")
+CONFIG = {
+    "seed": 0, "device": "cpu", "max_batch_tokens": 4096,
+    "models": {
+        # a toy's vocabulary and training data come from the IOI resources and the facts file
+        "tiny": {"source": "toy", "family": "toy",
+                 "toy": {"n_layers": 1, "d_model": 32, "n_heads": 2, "n_kv_heads": 2, "steps": 1}},
+        # never loaded: the dry runs only plan (hf_b reads its IOI sentences from a local fahamu file)
+        "hf_a": {"source": "hf", "hf": "EleutherAI/pythia-14m", "family": "fam"},
+        "hf_b": {"source": "hf", "hf": "EleutherAI/pythia-31m", "family": "fam",
+                 "tasks": {"ioi": {"source": {"kind": "fahamu", "path": "fahamu.parquet"}}}},
+    },
+    "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 8, "n_score": 4},
+              "induction": {"n": 8, "n_score": 4, "prefix_len": [3, 5], "suffix_len": [6, 10]},
+              "facts": {"top_k": 3, "n_score": 4}},
+    "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 2},
+}
+
+
+def _planned(out: str) -> list[tuple[str, tuple]]:
+    """(rule, wildcards) of every job a dry run lists, sorted."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if m:
+            wc = re.search(r"wildcards: (.*)", block)
+            pairs = [tuple(kv.split("=", 1)) for kv in wc.group(1).split(", ")] if wc else []
+            jobs.append((m.group(1), tuple(sorted(pairs))))
+    return sorted(jobs)
+
+
+def _dry(run, *args):
+    return _planned(smk("-n", "--configfile", "inputs.yaml", *args, cwd=run).stdout)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A scratch workflow whose every output exists and is up to date (stand-ins, then --touch)."""
+    run = copy_workflow(tmp_path_factory.mktemp("inputs") / "wf")
+    (run / "inputs.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
+    (run / "fahamu.parquet").write_bytes(b"stand-in: a dry run never reads it\n")
+    out = smk("-n", "--configfile", "inputs.yaml", cwd=run).stdout
+    files = {f.strip() for line in re.findall(r"^\s+output: (.*)$", out, flags=re.M) for f in line.split(",")}
+    for f in files:
+        (run / f).parent.mkdir(parents=True, exist_ok=True)
+        (run / f).write_text("")
+    smk("--touch", "--cores", "1", "--configfile", "inputs.yaml", cwd=run)  # records, mtimes in DAG order
+    assert _dry(run) == [], "the stand-in run is not up to date"
+    return run
+
+
+def _dataset(task, *models):
+    return [f"results/data/{task}/{m}.parquet" for m in models]
+
+
+# resource file -> the outputs of the jobs that read it directly (everything after them follows)
+CASES = {
+    "resources/facts/facts.tsv": _dataset("facts", *MODELS) + ["results/models/tiny/card.json"],
+    "resources/ioi/templates.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
+    # fahamu's 30 templates: only the IOI dataset read from a fahamu file
+    "resources/ioi/fahamu_templates.txt": _dataset("ioi", "hf_b"),
+    # the generator's templates and word lists: not read for hf_b, whose sentences come from fahamu
+    "resources/ioi/names.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
+    "resources/ioi/places.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
+    "resources/ioi/objects.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
+    "fahamu.parquet": _dataset("ioi", "hf_b"),
+    "resources/neutral.txt": [f"results/specificity/{m}/zero-query.parquet" for m in MODELS],
+}
+
+
+@pytest.mark.parametrize("resource", list(CASES))
+def test_editing_a_resource_plans_exactly_its_dependent_jobs(finished, resource):
+    expected = _dry(finished, "--forcerun", *CASES[resource])  # those jobs and everything downstream
+    path = finished / resource
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original + b"\n")  # an edit: new content (a mere touch may be recognised by checksum)
+        planned = _dry(finished)
+    finally:
+        path.write_bytes(original)
+        smk("--touch", "--cores", "1", "--configfile", "inputs.yaml", cwd=finished)  # up to date again
+    assert _dry(finished) == []
+    assert planned and planned == expected
+    per_model = [(rule, dict(wc)) for rule, wc in planned if dict(wc).get("model")]
+    if resource.endswith("facts.tsv"):
+        # the hf models: only their facts jobs (and the specificity that reads every task's data)
+        for rule, wc in per_model:
+            assert wc["model"] == "tiny" or wc.get("task") in ("facts", "facts_shared") \
+                or rule in ("dataset_shared_facts", "specificity"), (rule, wc)
+    if resource == "fahamu.parquet":
+        assert not any(rule == "model" for rule, _ in planned)
+        assert {wc["model"] for _, wc in per_model} == {"hf_b"}
