@@ -2,7 +2,8 @@
 # Create .venv with circuitloc and its tools. Never pulls a CUDA torch onto a machine without a GPU:
 #   - a torch already in .venv is kept (GPU users: install your own torch first, then run this);
 #   - with an NVIDIA GPU (nvidia-smi works), the default PyPI torch (CUDA) is installed;
-#   - otherwise torch==2.13.0 as a CPU build: a local wheel if pip has one, else PyTorch's CPU index.
+#   - otherwise torch==2.13.0 as a CPU build: a local wheel if pip has one (dependencies from the
+#     ordinary index), else PyTorch's CPU index.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -13,8 +14,13 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
     pip install "torch==${TORCH_VERSION}"
   else
-    pip install --no-index "torch==${TORCH_VERSION}" 2>/dev/null \
-      || pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
+    # a local CPU wheel (pip's find-links) if there is one, its dependencies from the ordinary index;
+    # else PyTorch's CPU index
+    if pip install --no-index --no-deps "torch==${TORCH_VERSION}" 2>/dev/null; then
+      pip install "torch==${TORCH_VERSION}"
+    else
+      pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
+    fi
   fi
 fi
 pip install -e ".[test,slurm]"
