@@ -6,7 +6,7 @@ import re
 
 import pytest
 import yaml
-from workflow_helpers import copy_workflow, smk
+from workflow_helpers import copy_workflow, planned_jobs, smk
 
 MODELS = ("tiny", "hf_a", "hf_b")
 CONFIG = {
@@ -29,14 +29,7 @@ CONFIG = {
 
 def _planned(out: str) -> list[tuple[str, tuple]]:
     """(rule, wildcards) of every job a dry run lists, sorted."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        m = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if m:
-            wc = re.search(r"wildcards: (.*)", block)
-            pairs = [tuple(kv.split("=", 1)) for kv in wc.group(1).split(", ")] if wc else []
-            jobs.append((m.group(1), tuple(sorted(pairs))))
-    return sorted(jobs)
+    return sorted((rule, tuple(sorted(wc.items()))) for rule, wc in planned_jobs(out))
 
 
 def _dry(run, *args):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow, smk
+from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk
 
 EXPECTED = ROOT / ".test" / "expected"
 GOLDEN_TABLES = ["table1_ioi_zero-query", "table2_ioi_zero-query", "table1_induction_zero-query",
@@ -176,25 +176,14 @@ def test_every_artifact_exists_and_cards_are_complete(tiny_run):
 
 
 @pytest.mark.workflow
-def _planned_jobs(dry_run_output: str) -> list[tuple[str, dict]]:
-    """(rule, wildcards) for every job a dry run lists."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output):
-        m = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if m:
-            wc = re.search(r"wildcards: (.*)", block)
-            jobs.append((m.group(1), dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}))
-    return jobs
-
-
 def test_changing_one_model_reruns_only_its_jobs(tiny_run):
     cfg = yaml.safe_load((tiny_run / ".test" / "config.yaml").read_text())
-    assert _planned_jobs(smk("-n", "--configfile", ".test/config.yaml", cwd=tiny_run).stdout) == []
+    assert planned_jobs(smk("-n", "--configfile", ".test/config.yaml", cwd=tiny_run).stdout) == []
     toy = cfg["models"]["tiny_gqa"]["toy"]  # a model-stage setting of one model (a copy: YAML merges share)
     toy["eval"] = {**toy["eval"], "n_ioi": toy["eval"]["n_ioi"] + 1}
     changed = tiny_run / "changed.yaml"
     changed.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    jobs = _planned_jobs(smk("-n", "--configfile", str(changed), cwd=tiny_run).stdout)
+    jobs = planned_jobs(smk("-n", "--configfile", str(changed), cwd=tiny_run).stdout)
     per_model = [(rule, wc) for rule, wc in jobs if "model" in wc]
     assert ("model", {"model": "tiny_gqa"}) in per_model
     for rule, wc in per_model:

@@ -1,6 +1,7 @@
 """Running the workflow from tests: Snakemake as a subprocess, in a scratch copy of the workflow."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,3 +33,14 @@ def copy_workflow(dest: Path) -> Path:
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     return dest
+
+
+def planned_jobs(dry_run_output: str) -> list[tuple[str, dict]]:
+    """(rule, wildcards) for every job a dry run lists, in its order."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if m:
+            wc = re.search(r"wildcards: (.*)", block)
+            jobs.append((m.group(1), dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}))
+    return jobs
