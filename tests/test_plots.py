@@ -1,0 +1,176 @@
+"""Figures a reader trusts at a glance: one colour and marker per (family, attention) in every
+panel and figure, percentage axes from 0, ticks that do not overprint, MHA and GQA named in the
+legend; every figure takes polars frames (pandas too, during the move to polars)."""
+
+import ast
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from matplotlib.colors import to_hex
+
+from circuitloc import plots
+
+TOY_MHA, TOY_GQA, SMOL = 641408, 591872, 134515008
+
+
+def _table(rows):
+    return pl.DataFrame([{"model": m, "family": f, "attention": a, "n_params": n, "top_head_pct": p,
+                          "top_head_pct_lo": p - 1.0, "top_head_pct_hi": p + 1.0, "heads_to_80": h}
+                         for m, f, a, n, p, h in rows])
+
+
+ALL = _table([("toy_mha", "toy", "mha", TOY_MHA, 22.0, "4"), ("toy_gqa", "toy", "gqa", TOY_GQA, 38.0, "3"),
+              ("smollm2_135m", "smollm2", "gqa", SMOL, 68.0, "2")])
+# facts_shared of the default run: no SmolLM2, scores 8.00 and 8.08 (the old figure zoomed to that)
+PAIR = _table([("toy_mha", "toy", "mha", TOY_MHA, 8.08, "6"), ("toy_gqa", "toy", "gqa", TOY_GQA, 8.00, "5")])
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _colour_at(ax, x, marker):
+    """Colour of the data line through x drawn with `marker` (error bar caps are skipped)."""
+    found = {to_hex(ln.get_color()) for ln in ax.get_lines()
+             if ln.get_marker() == marker and np.any(np.isclose(np.asarray(ln.get_xdata(), float), x))}
+    assert len(found) == 1, found
+    return found.pop()
+
+
+def _overlap(labels) -> bool:
+    boxes = [t.get_window_extent() for t in labels if t.get_visible() and t.get_text()]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_style_is_fixed_per_family_and_attention():
+    a, b = plots.style("toy", "gqa"), plots.style("toy", "mha")
+    assert a == plots.style("toy", "GQA") and a["color"] != b["color"] and a["marker"] != b["marker"]
+    assert a["label"] == "toy · GQA" and b["label"] == "toy · MHA"
+    assert plots.style("someone_new", "gqa") == plots.style("someone_new", "gqa")  # a stable hash, no cycle
+
+
+def test_scale_one_colour_per_family_in_every_panel_and_figure():
+    # the pair-only panel first and last: the old figure coloured toy GQA by its position in each panel
+    fig = plots.scale({"facts_shared": PAIR, "ioi": ALL.to_pandas(), "facts": PAIR})
+    top = fig.axes[:3]
+    gqa = {_colour_at(ax, TOY_GQA, "s") for ax in top}
+    mha = {_colour_at(ax, TOY_MHA, "o") for ax in top}
+    assert gqa == {plots.style("toy", "gqa")["color"].lower()}
+    assert mha == {plots.style("toy", "mha")["color"].lower()}
+    assert _colour_at(top[1], SMOL, "s") == plots.style("smollm2", "gqa")["color"].lower()
+    assert gqa != mha
+    # the same colour in the curves figure
+    cards = {"toy_gqa": {"family": "toy", "attention": "gqa"}, "toy_mha": {"family": "toy", "attention": "mha"}}
+    curve = pl.DataFrame({"method": ["ranked"] * 3, "step": [1, 2, 3], "damage": [0.5, 0.9, 1.0]})
+    cfig = plots.curves({"toy_mha": curve, "toy_gqa": curve}, cards)
+    colours = {ln.get_label(): to_hex(ln.get_color()) for ax in cfig.axes for ln in ax.get_lines()}
+    assert colours["toy_gqa (toy · GQA)"] == gqa.pop() and colours["toy_mha (toy · MHA)"] == mha.pop()
+
+
+def test_scale_axes_from_zero_integer_heads_and_legend_names_attention():
+    fig = plots.scale({"ioi": ALL, "facts_shared": PAIR})
+    top, bottom = fig.axes[:2], fig.axes[2:4]
+    for ax in top:
+        lo, hi = ax.get_ylim()
+        assert lo == 0 and hi > 68  # a shared percentage axis from 0, never zoomed to 8.00-8.08
+    for ax in bottom:
+        assert ax.get_ylim()[0] == 0
+        assert all(float(t).is_integer() for t in ax.get_yticks())
+    texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert any("MHA" in t for t in texts) and any("GQA" in t for t in texts)
+    assert "toy · MHA" in texts and "SmolLM2 · GQA" in texts
+
+
+def test_scale_ticks_do_not_overprint():
+    # one panel spans 10% of a decade: the old log axis labelled 5.9e5, 6e5, ... on top of each other
+    fig = plots.scale({"facts_shared": PAIR, "facts": PAIR, "ioi": ALL, "induction": ALL})
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert not _overlap(ax.get_xticklabels(which="both"))
+    labels = [t.get_text() for t in fig.axes[-1].get_xticklabels() if t.get_text()]
+    assert "1M" in labels and "100M" in labels
+
+
+def test_scale_marks_a_censored_curve_at_its_bound():
+    t = ALL.with_columns(pl.when(pl.col("model") == "smollm2_135m").then(pl.lit(">16"))
+                         .otherwise(pl.col("heads_to_80")).alias("heads_to_80"))
+    fig = plots.scale({"ioi": t})
+    bottom = fig.axes[1]
+    assert any(a.get_text() == "> 16" for a in bottom.texts)
+    assert bottom.get_ylim()[1] > 16
+
+
+def test_curves_accept_polars_and_start_at_zero():
+    cards = {"a": {"family": "toy", "attention": "mha"}, "b": {"family": "toy", "attention": "gqa"},
+             "c": {"family": "smollm2", "attention": "gqa", "n_params": SMOL}}
+    c = pl.DataFrame({"method": ["ranked"] * 4 + ["random"], "step": [1, 2, 3, 4, 1],
+                      "damage": [0.3, 0.7, 0.9, 1.0, 0.1], "damage_lo": [0.2, 0.6, 0.8, 0.9, 0.0],
+                      "damage_hi": [0.4, 0.8, 1.0, 1.1, 0.2]})
+    fig = plots.curves({"a": c, "b": c.to_pandas(), "c": c}, cards, title="t")
+    assert [ax.get_title() for ax in fig.axes] == ["MHA", "GQA"]  # MHA first
+    assert fig.axes[0].get_ylim()[0] == 0
+    texts = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    assert any("MHA" in t for t in texts) and any("GQA" in t for t in texts)
+
+
+def test_heatmaps_and_stability_accept_polars_and_pandas():
+    rng = np.random.default_rng(0)
+    s = pl.DataFrame({"layer": np.repeat(np.arange(4), 32), "head": np.tile(np.arange(32), 4),
+                      "unit": [f"L{i // 32}H{i % 32}" for i in range(128)], "drop": rng.normal(size=128)})
+    # a pandas score table carries a column of lists (`heads`) the figure never needs
+    sp = s.to_pandas().assign(heads=[[i % 32] for i in range(128)])
+    fig = plots.heatmaps({"m": s, "p": sp}, cards={"m": {"family": "toy", "attention": "gqa"}})
+    assert "toy · GQA" in fig.axes[0].get_title()
+    fig.canvas.draw()
+    assert not _overlap(fig.axes[0].get_xticklabels())  # 32 heads on a 3-inch panel
+    fig = plots.stability([("m: split", {"a": s, "b": sp})], title="x")
+    assert len(fig.axes) == 3  # two maps and one colour bar
+
+
+def _sweep_frames():
+    from circuitloc import sweep as SW
+
+    rows = []
+    for kv in (8, 4, 2, 1):
+        for seed in range(3):
+            cens = kv == 1 and seed == 0
+            rows.append({"size": "small", "kv_heads": kv, "seed": seed, "model": f"s_kv{kv}_s{seed}",
+                         "accepted": True, "task_behaviour": True, "clean_metric": "ld", "clean": 8.0,
+                         "top_head_pct": 30.0 + kv + seed, "top_head_pct_lo": 25.0, "top_head_pct_hi": 45.0,
+                         "heads_to_80": np.nan if cens else 3.0 + seed, "heads_to_80_frac": np.nan if cens else 0.2,
+                         "heads_to_80_censored": cens, "heads_to_80_bound": 16.0 if cens else np.nan,
+                         "heads_to_80_frac_bound": 1.0 if cens else np.nan, "effective_units": 3.0,
+                         "top_share": 0.4, "n_units": 16})
+    pm = pd.DataFrame(rows)
+    pm["used"] = pm["accepted"] & pm["task_behaviour"]
+    return SW.summarize(pm, 0.95), pm
+
+
+def test_sweep_accepts_polars_from_zero_and_names_attention():
+    summary, pm = _sweep_frames()
+    fig = plots.sweep(pl.from_pandas(summary), pl.from_pandas(pm), title="t")
+    for ax in fig.axes:
+        assert ax.get_ylim()[0] == 0
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[0].endswith("MHA") and ticks[-1].endswith("MQA") and any("GQA" in t for t in ticks)
+    assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
+    pandas_fig = plots.sweep(summary, pm)  # the transition path
+    assert [ln.get_color() for ln in pandas_fig.axes[0].get_lines()] == [ln.get_color() for ln in
+                                                                         fig.axes[0].get_lines()]
+
+
+def test_plots_does_not_import_pandas():
+    tree = ast.parse(Path(plots.__file__).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not any(n.split(".")[0] == "pandas" for n in names)
+    assert isinstance(plots.frame(pd.DataFrame({"a": [1]})), pl.DataFrame)
