@@ -258,7 +258,7 @@ def scale(table1s: dict, title: str = ""):
                                     ecolor=st["color"], elinewidth=1, capsize=3)
                 pct += list(hi)
             h, cens = _heads_to_80(g)
-            axes[1, c].plot(x[~cens], h[~cens], **kw)
+            axes[1, c].plot(x, np.where(cens, np.nan, h), **kw)  # the line breaks at a censored size
             heads += list(h)
             if cens.any():
                 any_censored = True
