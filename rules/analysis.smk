@@ -13,6 +13,8 @@ rule specificity:
         device=config.get("device", "cpu"),
     log:
         "results/logs/specificity/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/specificity/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("scores"),
@@ -36,6 +38,8 @@ rule specificity_table:
         md="results/tables/specificity.md",
     log:
         "results/logs/tables/specificity.log",
+    benchmark:
+        "results/benchmarks/specificity_table.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -71,6 +75,8 @@ rule stability:
         primary=ABLATIONS[0],
     log:
         "results/logs/tables/stability_{task}.log",
+    benchmark:
+        "results/benchmarks/stability/{task}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -95,6 +101,8 @@ rule robustness:
         pairs=table_pairs(),
     log:
         "results/logs/tables/robustness.log",
+    benchmark:
+        "results/benchmarks/robustness.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

@@ -15,6 +15,8 @@ rule curves:
         device=config.get("device", "cpu"),
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/curves/{task}/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("curves"),

@@ -14,6 +14,8 @@ rule dataset:
         device=config.get("device", "cpu"),
     log:
         "results/logs/data/{task}/{model}.log",
+    benchmark:
+        "results/benchmarks/dataset/{task}/{model}.tsv",
     threads: 1
     resources:
         **job_resources("dataset"),
@@ -35,6 +37,8 @@ rule dataset_shared_facts:
         seed=config["seed"],
     log:
         "results/logs/data/facts_shared/{model}.log",
+    benchmark:
+        "results/benchmarks/dataset_shared_facts/{model}.tsv",
     threads: 1
     resources:
         **job_resources("small"),

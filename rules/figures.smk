@@ -25,6 +25,8 @@ rule figures:
         models=lambda wc: models_for(wc.task, wc.ablation),
     log:
         "results/logs/figures/figures_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/figures/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -49,6 +51,8 @@ rule figure_scale:
         tasks=lambda wc: [t for t, a in table_pairs() if a == wc.ablation],
     log:
         "results/logs/figures/scale_{ablation}.log",
+    benchmark:
+        "results/benchmarks/figure_scale/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

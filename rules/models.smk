@@ -8,6 +8,8 @@ rule model:
         weights=lambda wc: f"results/models/{wc.model}/weights",
     log:
         "results/logs/models/{model}.log",
+    benchmark:
+        "results/benchmarks/model/{model}.tsv",
     threads: 1
     resources:
         **job_resources("model"),

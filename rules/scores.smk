@@ -12,6 +12,8 @@ rule scores:
         device=config.get("device", "cpu"),
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/scores/{task}/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("scores"),

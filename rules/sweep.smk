@@ -34,6 +34,8 @@ rule sweep_tables:
         stats={k: config["sweep"][k] for k in ("alpha", "p_adjust") if k in config.get("sweep", {})},  # schema defaults
     log:
         "results/logs/tables/sweep_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/sweep_tables/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

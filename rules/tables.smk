@@ -26,6 +26,8 @@ rule tables:
         models=lambda wc: models_for(wc.task, wc.ablation),
     log:
         "results/logs/tables/tables_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/tables/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
