@@ -11,6 +11,7 @@ rule specificity:
         opts=ablation_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("specificity.py"),
     log:
         "results/logs/specificity/{model}/{ablation}.log",
     benchmark:
@@ -36,6 +37,8 @@ rule specificity_table:
             labels={"output": "Specificity table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/specificity.md",
+    params:
+        code=code_version("specificity_table.py"),
     log:
         "results/logs/tables/specificity.log",
     benchmark:
@@ -73,6 +76,7 @@ rule stability:
     params:
         entries=lambda wc: stability_entries(wc.task),
         primary=ABLATIONS[0],
+        code=code_version("stability.py"),
     log:
         "results/logs/tables/stability_{task}.log",
     benchmark:
@@ -99,6 +103,7 @@ rule robustness:
         md="results/tables/robustness.md",
     params:
         pairs=table_pairs(),
+        code=code_version("robustness.py"),
     log:
         "results/logs/tables/robustness.log",
     benchmark:

@@ -14,6 +14,16 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
 from circuitloc.checkpoints import checkpoint_files  # noqa: E402
+from circuitloc.codehash import code_hash  # noqa: E402
+
+
+# ---- Code is a rerun trigger ---------------------------------------------------------------------
+# Each script rule has the param `code=code_version("<script>")`, the hash of the script and of
+# every circuitloc module it imports, transitively (circuitloc.codehash; comments, docstrings and
+# formatting do not count). Params are one of Snakemake's rerun triggers, so a change
+# to the code a job runs reruns it and everything after it: results always come from this code.
+def code_version(script):
+    return code_hash(os.path.join(workflow.basedir, "workflow", "scripts", script))
 
 
 def _with_sweep(models, sweep):

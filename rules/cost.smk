@@ -23,6 +23,7 @@ rule cost:
         md="results/tables/cost.md",
     params:
         jobs=lambda wc: [[rule, model] for _, rule, model in benchmark_jobs()],
+        code=code_version("cost_table.py"),
     log:
         "results/logs/tables/cost.log",
     benchmark:

@@ -13,6 +13,7 @@ rule curves:
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("curve.py"),
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
     benchmark:

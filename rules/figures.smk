@@ -23,6 +23,7 @@ rule figures:
     params:
         threshold=config["curves"]["threshold"],
         models=lambda wc: models_for(wc.task, wc.ablation),
+        code=code_version("figures.py"),
     log:
         "results/logs/figures/figures_{task}_{ablation}.log",
     benchmark:
@@ -49,6 +50,7 @@ rule figure_scale:
         pdf="results/figures/scale_{ablation}.pdf",
     params:
         tasks=lambda wc: [t for t, a in table_pairs() if a == wc.ablation],
+        code=code_version("fig_scale.py"),
     log:
         "results/logs/figures/scale_{ablation}.log",
     benchmark:

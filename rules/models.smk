@@ -6,6 +6,7 @@ rule model:
     params:
         spec=lambda wc: model_build_spec(wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",
+        code=code_version("build_model.py"),
     log:
         "results/logs/models/{model}.log",
     benchmark:

@@ -10,6 +10,7 @@ rule scores:
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("score.py"),
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
     benchmark:

@@ -24,6 +24,7 @@ rule tables:
     params:
         threshold=config["curves"]["threshold"],
         models=lambda wc: models_for(wc.task, wc.ablation),
+        code=code_version("tables.py"),
     log:
         "results/logs/tables/tables_{task}_{ablation}.log",
     benchmark:
