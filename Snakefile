@@ -28,6 +28,7 @@ include: "rules/tables.smk"
 include: "rules/figures.smk"
 include: "rules/analysis.smk"
 include: "rules/sweep.smk"
+include: "rules/cost.smk"
 include: "rules/report.smk"
 
 

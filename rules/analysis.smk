@@ -11,8 +11,11 @@ rule specificity:
         opts=ablation_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("specificity.py"),
     log:
         "results/logs/specificity/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/specificity/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("scores"),
@@ -34,8 +37,12 @@ rule specificity_table:
             labels={"output": "Specificity table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/specificity.md",
+    params:
+        code=code_version("specificity_table.py"),
     log:
         "results/logs/tables/specificity.log",
+    benchmark:
+        "results/benchmarks/specificity_table.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -69,8 +76,11 @@ rule stability:
     params:
         entries=lambda wc: stability_entries(wc.task),
         primary=ABLATIONS[0],
+        code=code_version("stability.py"),
     log:
         "results/logs/tables/stability_{task}.log",
+    benchmark:
+        "results/benchmarks/stability/{task}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -93,8 +103,11 @@ rule robustness:
         md="results/tables/robustness.md",
     params:
         pairs=table_pairs(),
+        code=code_version("robustness.py"),
     log:
         "results/logs/tables/robustness.log",
+    benchmark:
+        "results/benchmarks/robustness.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

@@ -14,6 +14,16 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
 from circuitloc.checkpoints import checkpoint_files  # noqa: E402
+from circuitloc.codehash import code_hash  # noqa: E402
+
+
+# ---- Code is a rerun trigger ---------------------------------------------------------------------
+# Each script rule has the param `code=code_version("<script>")`, the hash of the script and of
+# every circuitloc module it imports, transitively (circuitloc.codehash; comments, docstrings and
+# formatting do not count). Params are one of Snakemake's rerun triggers, so a change
+# to the code a job runs reruns it and everything after it: results always come from this code.
+def code_version(script):
+    return code_hash(os.path.join(workflow.basedir, "workflow", "scripts", script))
 
 
 def _with_sweep(models, sweep):
@@ -293,7 +303,51 @@ def all_outputs():
         out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
     out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
     out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep_pairs()]
-    return out + ["results/report.html"]
+    return out + ["results/tables/cost.csv", "results/report.html"]
+
+
+# ---- The cost record -----------------------------------------------------------------------------
+# Every rule that runs a script writes a Snakemake benchmark file (results/benchmarks/<rule>/
+# <wildcards>.tsv: wall time, CPU time, peak memory of the job); rule cost sums them per stage and
+# per model (circuitloc.cost). Its inputs are the benchmark files of every job of the run, planned
+# here from the config the way the rules plan them (tests/test_cost.py holds the two to each other).
+def script_jobs():
+    """rule -> the wildcards of each of its jobs in this run, for every rule that runs a script but
+    the cost table itself, in pipeline order."""
+    extras = config.get("analysis", ANALYSES)
+    tm = [(t, m) for t in dataset_tasks() for m in models_for(t)]
+    return {
+        "model": [{"model": m} for m in MODELS],
+        "dataset": [{"task": t, "model": m} for t in TASKS for m in models_for(t)],
+        "dataset_shared_facts": [{"model": m} for t, m in tm if t == "facts_shared"],
+        "scores": [{"task": t, "model": m, "ablation": a} for t, m in tm for a in model_ablations(m)],
+        "curves": [{"task": t, "model": m, "ablation": a} for t, m in tm for a in model_ablations(m)],
+        "tables": [{"task": t, "ablation": a} for t, a in table_pairs()],
+        "figures": [{"task": t, "ablation": a} for t, a in table_pairs()],
+        "figure_scale": [{"ablation": a} for a in ABLATIONS],
+        "specificity": [{"model": m, "ablation": a} for m in MODELS for a in model_ablations(m)]
+        if "specificity" in extras else [],
+        "specificity_table": [{}] if "specificity" in extras else [],
+        "stability": [{"task": t} for t in TASKS] if "stability" in extras else [],
+        "robustness": [{}] if "robustness" in extras else [],
+        "sweep_tables": [{"task": t, "ablation": a} for t, a in sweep_pairs()],
+    }
+
+
+_BENCHMARK_JOBS = []
+
+
+def benchmark_jobs():
+    """(benchmark file, rule, model or None) of every job script_jobs() lists (computed once: the
+    cost rule's input and params both ask)."""
+    if not _BENCHMARK_JOBS:
+        _BENCHMARK_JOBS.extend(_benchmark_jobs())
+    return _BENCHMARK_JOBS
+
+
+def _benchmark_jobs():
+    return [(str(getattr(rules, r).benchmark).format(**wc), r, wc.get("model"))
+            for r, jobs in script_jobs().items() for wc in jobs]
 
 
 def report_inputs():

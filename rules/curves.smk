@@ -13,8 +13,11 @@ rule curves:
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("curve.py"),
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/curves/{task}/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("curves"),

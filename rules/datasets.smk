@@ -12,8 +12,11 @@ rule dataset:
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("build_dataset.py"),
     log:
         "results/logs/data/{task}/{model}.log",
+    benchmark:
+        "results/benchmarks/dataset/{task}/{model}.tsv",
     threads: 1
     resources:
         **job_resources("dataset"),
@@ -33,8 +36,11 @@ rule dataset_shared_facts:
         members=lambda wc: family_members(wc.model),
         n_score=lambda wc: task_config("facts", wc.model)["n_score"],
         seed=config["seed"],
+        code=code_version("build_shared_facts.py"),
     log:
         "results/logs/data/facts_shared/{model}.log",
+    benchmark:
+        "results/benchmarks/dataset_shared_facts/{model}.tsv",
     threads: 1
     resources:
         **job_resources("small"),

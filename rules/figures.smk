@@ -23,8 +23,11 @@ rule figures:
     params:
         threshold=config["curves"]["threshold"],
         models=lambda wc: models_for(wc.task, wc.ablation),
+        code=code_version("figures.py"),
     log:
         "results/logs/figures/figures_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/figures/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -47,8 +50,11 @@ rule figure_scale:
         pdf="results/figures/scale_{ablation}.pdf",
     params:
         tasks=lambda wc: [t for t, a in table_pairs() if a == wc.ablation],
+        code=code_version("fig_scale.py"),
     log:
         "results/logs/figures/scale_{ablation}.log",
+    benchmark:
+        "results/benchmarks/figure_scale/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

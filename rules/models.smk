@@ -6,8 +6,11 @@ rule model:
     params:
         spec=lambda wc: model_build_spec(wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",
+        code=code_version("build_model.py"),
     log:
         "results/logs/models/{model}.log",
+    benchmark:
+        "results/benchmarks/model/{model}.tsv",
     threads: 1
     resources:
         **job_resources("model"),

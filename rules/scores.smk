@@ -10,8 +10,11 @@ rule scores:
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config.get("device", "cpu"),
+        code=code_version("score.py"),
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",
+    benchmark:
+        "results/benchmarks/scores/{task}/{model}/{ablation}.tsv",
     threads: 1
     resources:
         **job_resources("scores"),

@@ -32,8 +32,11 @@ rule sweep_tables:
         meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
         ci=config.get("sweep", {}).get("ci", 0.95),
         stats={k: config["sweep"][k] for k in ("alpha", "p_adjust") if k in config.get("sweep", {})},  # schema defaults
+        code=code_version("sweep_tables.py"),
     log:
         "results/logs/tables/sweep_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/sweep_tables/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:

@@ -24,8 +24,11 @@ rule tables:
     params:
         threshold=config["curves"]["threshold"],
         models=lambda wc: models_for(wc.task, wc.ablation),
+        code=code_version("tables.py"),
     log:
         "results/logs/tables/tables_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/tables/{task}/{ablation}.tsv",
     resources:
         **job_resources("small", per_model=False),
     conda:
