@@ -43,7 +43,7 @@ def finished(tmp_path_factory):
     (run / "inputs.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     (run / "fahamu.parquet").write_bytes(b"stand-in: a dry run never reads it\n")
     out = smk("-n", "--configfile", "inputs.yaml", cwd=run).stdout
-    files = {f.strip() for line in re.findall(r"^\s+output: (.*)$", out, flags=re.M) for f in line.split(",")}
+    files = {f.strip() for line in re.findall(r"^\s+(?:output|benchmark): (.*)$", out, flags=re.M) for f in line.split(",")}
     for f in files:
         (run / f).parent.mkdir(parents=True, exist_ok=True)
         (run / f).write_text("")
