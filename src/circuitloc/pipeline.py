@@ -7,7 +7,8 @@ import os
 import time
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
+import polars as pl
 import torch
 
 from . import ablation as A
@@ -17,7 +18,7 @@ from .errors import DatasetError, ModelSourceError
 from .tasks import facts as facts_task
 from .tasks import induction as ind_task
 from .tasks import ioi as ioi_task
-from .tasks.common import pad_id
+from .tasks.common import mark_scoring, pad_id, sample_rows
 from .tasks.registry import prompts as to_prompts
 from .tasks.registry import task_of
 
@@ -123,7 +124,7 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
         cands = ind_task.candidate_tokens(tok)
         df = ind_task.sequences(cands, int(cfg["n"]), cfg["prefix_len"], cfg["suffix_len"], seed,
                                 tok.bos_token_id if bos else None)
-        df["score"] = df.index < int(cfg["n_score"])
+        df = mark_scoring(df, int(cfg["n_score"]))
         counts = {"input": len(df), "candidate_tokens": len(cands), "kept": len(df), "requested": int(cfg["n"])}
     elif task_name == "facts":
         form = card.get("facts_form", "natural")
@@ -131,10 +132,10 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
         logits = _clean_logits(model, tok, card, df, task_of("facts"), batch_tokens)
         known = facts_task.known(logits, torch.tensor(df["answer_id"].to_numpy()), int(cfg.get("top_k", 3)))
         counts["dropped_not_in_top_k"] = int((~known).sum().item())
-        df = df[known.numpy()].reset_index(drop=True)
-        df = df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+        df = df.filter(pl.Series(known.numpy()))
+        df = df[sample_rows(len(df), len(df), seed)]  # a seeded shuffle
         counts["kept"] = len(df)
-        df["score"] = df.index < int(cfg["n_score"])
+        df = mark_scoring(df, int(cfg["n_score"]))
     else:
         raise DatasetError(f"unknown task {task_name!r}")
     if len(df) == 0:
@@ -152,15 +153,14 @@ def build_shared_facts(model: str, member_paths: dict, n_score: int, seed: int, 
     frames = {m: io.read_parquet(p, key, "facts dataset") for m, p in member_paths.items()}
     shared = None
     for f in frames.values():
-        k = set(map(tuple, f[key].to_numpy()))
+        k = set(f.select(key).iter_rows())
         shared = k if shared is None else shared & k
     df = frames[model]
-    mask = [tuple(r) in shared for r in df[key].to_numpy()]
-    out = df[mask].reset_index(drop=True)
+    out = df.filter(pl.Series([r in shared for r in df.select(key).iter_rows()], dtype=pl.Boolean))
     if len(out) == 0:
         raise DatasetError(f"facts_shared/{model}: no fact is known by every model of its family "
                            f"({sorted(frames)})")
-    out["score"] = out.index < n_score
+    out = mark_scoring(out, n_score)
     io.write_parquet(out, out_parquet)
     io.write_json({"task": "facts_shared", "model": model, "family_members": sorted(frames),
                    "input": len(df), "dropped_not_shared": len(df) - len(out), "kept": len(out)}, out_filter)
@@ -183,11 +183,11 @@ class _Job:
         self.card, self.device = card, device
         self.kind, self.unit = A.parse_ablation(ablation)
         self.model, self.tok = loaded or load_engine(card, device)
-        full_df = dataset if isinstance(dataset, pd.DataFrame) else \
+        full_df = dataset if isinstance(dataset, pl.DataFrame) else \
             io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset")
-        picked = full_df[full_df["score"]] if rows is None else full_df.iloc[rows]
-        self.rows_in_full = picked.index.to_numpy()
-        self.df = picked.reset_index(drop=True)
+        everyone = np.arange(len(full_df))
+        self.rows_in_full = everyone[full_df["score"].to_numpy()] if rows is None else everyone[rows]
+        self.df = full_df[self.rows_in_full]
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
         self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
@@ -239,8 +239,6 @@ class _Job:
     def floor_per_prompt(self):
         """The floor per prompt (induction: each prompt's own no-repeat sequence), so that a
         bootstrap resamples a ratio's denominator with its numerator."""
-        import numpy as np
-
         if self.task.name != "induction":
             return np.zeros(len(self.df))
         p = to_prompts(self.df, self.task, self.pad, column="norep_ids")
@@ -272,29 +270,30 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
     label = f"scores {task_name}/{card['name']}/{ablation}"
     df, per_prompt = A.score_units(job.scanner, job.prompts, job.units, job.task, floor_pp,
                                    progress=_progress(len(job.units) + 1, label), bootstrap=bootstrap)
-    df["floor"] = floor
-    df["n_prompts"] = len(job.df)
-    df["aligned"] = job.aligned  # share of prompts whose replacement came from aligned prompts (mean/resample)
+    # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
+    df = df.with_columns(floor=pl.lit(floor, pl.Float64), n_prompts=pl.lit(len(job.df), pl.Int64),
+                         aligned=pl.lit(job.aligned, pl.Float64))
     if task_name == "induction":
-        df = df.merge(attention_scores(job), on=["layer", "head"], how="left")
-    per_prompt.insert(0, "row", job.rows_in_full)
+        df = df.join(attention_scores(job), on=["layer", "head"], how="left", maintain_order="left")
+    per_prompt = per_prompt.insert_column(0, pl.Series("row", job.rows_in_full, dtype=pl.Int64))
     io.write_parquet(per_prompt, out_prompts)
     io.write_parquet(df, out_parquet)
-    top = df.loc[df["drop"].idxmax()]
+    top = df.row(int(np.nanargmax(df["drop"].to_numpy())), named=True)
     log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
              f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
-             if "top_freq" in df else "")
+             if "top_freq" in df.columns else "")
 
 
-def attention_scores(job) -> pd.DataFrame:
+def attention_scores(job) -> pl.DataFrame:
     """Mean attention from the last position to B's position (the ABA offset), per query head;
     for kv and layer units, the mean over the unit's query heads."""
     from .heads import induction_scores
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
                                 torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
-    return pd.DataFrame([{"layer": u["layer"], "head": u["head"],
-                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units])
+    return pl.DataFrame([{"layer": u["layer"], "head": u["head"],
+                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units],
+                        schema={"layer": pl.Int64, "head": pl.Int64, "attn_score": pl.Float64})
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
@@ -313,19 +312,16 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     if "greedy" in cfg.get("methods", ["ranked"]):
         rows += A.greedy_curve(job.scanner, job.prompts, ranked, job.task, clean, floor,
                                int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
-    df = pd.DataFrame(rows)
-    df["clean"] = clean
-    df["floor"] = floor
-    df["n_prompts"] = len(job.df)
-    df["n_units"] = len(job.units)
+    df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
+                                     n_prompts=pl.lit(len(job.df), pl.Int64),
+                                     n_units=pl.lit(len(job.units), pl.Int64))
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
                             int(cfg.get("control_draws", 10)), seed, exclude=[ranked[0]["unit"]])
-    ctrl["clean"] = clean
-    ctrl["floor"] = floor
+    ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out_curve)
     io.write_parquet(ctrl, out_control)
     log.info("curve %s/%s/%s: clean %.4f, final damage %.3f", task_name, card["name"], ablation, clean,
-             df[df.method == "ranked"]["damage"].iloc[-1])
+             df.filter(pl.col("method") == "ranked")["damage"][-1])
 
 
 # -- beyond the paper: specificity, stability, robustness ---------------------------------
@@ -333,8 +329,6 @@ def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int 
     """Windows of `length` tokens from a neutral text; each is scored on predicting the next token.
     Returns (DataFrame, coverage): coverage is the share of the text's tokens that are not unknown
     (a closed toy vocabulary covers little of ordinary prose, and its loss there means nothing)."""
-    import numpy as np
-
     ids = tok(Path(text_path).read_text(), add_special_tokens=False)["input_ids"]
     unk = tok.unk_token_id
     coverage = 1.0 if unk is None else float(np.mean([i != unk for i in ids]))
@@ -343,19 +337,23 @@ def neutral_windows(text_path, tok, prepend_bos: bool, n: int = 48, length: int 
     starts = np.random.default_rng(seed).choice(len(ids) - length - 1, size=min(n, len(ids) - length - 1),
                                                 replace=False)
     bos = [tok.bos_token_id] if prepend_bos and tok.bos_token_id is not None else []
-    df = pd.DataFrame({"input_ids": [bos + ids[s : s + length] for s in starts],
-                       "b_id": [ids[s + length] for s in starts], "length": length, "score": True})
+    df = pl.DataFrame({"input_ids": [bos + ids[s : s + length] for s in starts],
+                       "b_id": [ids[s + length] for s in starts], "length": [length] * len(starts),
+                       "score": [True] * len(starts)},
+                      schema={"input_ids": pl.List(pl.Int64), "b_id": pl.Int64, "length": pl.Int64,
+                              "score": pl.Boolean})
     return df, coverage
 
 
-def _ranked(scores_path) -> pd.DataFrame:
+def _ranked(scores_path) -> pl.DataFrame:
     """Units by descending single-unit drop, ties by position: the order of curves and of 'top unit'."""
     df = io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table")
-    return df.sort_values(["drop", "layer", "head"], ascending=[False, True, True])
+    return df.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
+                   nulls_last=True, maintain_order=True)
 
 
 def _top_unit(scores_path) -> str:
-    return _ranked(scores_path)["unit"].iloc[0]
+    return _ranked(scores_path)["unit"][0]
 
 
 def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,
@@ -399,14 +397,14 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
         off = [row[f"damage_{t}"] for t in datasets if t != src]
         row["verdict"] = specificity_verdict(off, rise if ok else float("nan"))
         rows.append(row)
-    io.write_parquet(pd.DataFrame(rows), out_parquet)
+    io.write_parquet(io.frame(rows), out_parquet)
     log.info("specificity %s/%s: %s", card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
     from .tables import to_markdown
 
-    df = pd.concat([io.read_parquet(p) for p in parts], ignore_index=True)
+    df = pl.concat([io.read_parquet(p) for p in parts], how="diagonal_relaxed")
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, "Specificity — each task's top unit ablated on every task (damage, 1 = task "
                                   "gone) and on neutral text (% rise of next-token loss)"), out_md)
@@ -435,13 +433,13 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md, png, pdf
                                       io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
         rows += r
         if e["ablation"] == primary:
-            units = io.read_parquet(e["scores"])[["unit", "layer", "head"]]
-            maps += [(title, {c: units.assign(drop=units["unit"].map(d)) for c, d in conds.items()})
-                     for title, conds in mm]
-    df = pd.DataFrame(rows)
+            units = io.read_parquet(e["scores"]).select("unit", "layer", "head")
+            maps += [(title, {c: units.join(d, on="unit", how="left", maintain_order="left")
+                              for c, d in conds.items()}) for title, conds in mm]
+    df = io.frame(rows)
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, f"Stability — {task}: the same unit scores on two input conditions"), out_md)
-    _save(plots.stability(maps, title=f"{task}: single-unit drops under two input conditions ({primary} ablation)"),
+    _save(plots.stability(_for_plots(maps), title=f"{task}: single-unit drops under two input conditions ({primary} ablation)"),
           png, pdf)
 
 
@@ -449,7 +447,7 @@ def write_robustness(table1s: dict, out_csv, out_md):
     from .analysis import robustness
     from .tables import to_markdown
 
-    df = robustness({k: pd.read_csv(p) for k, p in table1s.items()})
+    df = robustness({k: io.read_csv(p) for k, p in table1s.items()})
     io.write_csv(df, out_csv)
     io.write_text(to_markdown(df, "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation "
                                   "kind and unit"), out_md)
@@ -466,7 +464,7 @@ def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv
 
     opts = {"alpha": 0.05, "p_adjust": "holm", **(opts or {})}
     passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
-    pm = SW.per_model(pd.read_csv(table1_csv, dtype={"top_head": str}), meta, passed, task)
+    pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
     summary = SW.summarize(pm, ci)
     pairs = SW.paired(pm, ci, float(opts["alpha"]), str(opts["p_adjust"]))
     io.write_csv(summary, out_csv)
@@ -474,12 +472,12 @@ def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv
                                        "across seeds per size and KV-head count (heads-to-80%: median, censored "
                                        "count), over the seeds of each row's paired comparison with MHA"), out_md)
     io.write_csv(pairs, out_paired_csv)
-    n_tests = int(pairs["n_tests"].iloc[0]) if len(pairs) else 0
+    n_tests = int(pairs["n_tests"][0]) if len(pairs) else 0
     io.write_text(to_markdown(pairs, f"Sweep — {task}, {ablation} ablation: each KV-head count against the MHA "
                                      "model of the same seed and size (top head: paired t-test; heads-to-80%: "
                                      "exact sign-flip test on censoring-aware ranks; p adjusted by "
                                      f"{opts['p_adjust']} over the {n_tests} tests of this table)"), out_paired_md)
-    _save(plots.sweep(summary, pm, title=f"{task}: {ablation} ablation across seeds (top head: mean and "
+    _save(plots.sweep(_for_plots(summary), _for_plots(pm), title=f"{task}: {ablation} ablation across seeds (top head: mean and "
                                          f"{int(ci * 100)}% interval; heads-to-80%: median)"), png, pdf)
 
 
@@ -509,6 +507,19 @@ def write_table2(task, ablation, cards, curves, controls, out_csv, out_md, score
                                   "heads as a control"), out_md)
 
 
+def _for_plots(x):
+    """TEMPORARY (issue 16 item 1): plots.py on this branch still takes pandas; its polars version
+    (another branch) takes these polars frames as they are. At that merge this becomes `return x`
+    and goes. Converts polars frames, dicts and (title, dict) lists of them."""
+    if isinstance(x, pl.DataFrame):
+        return x.to_pandas()
+    if isinstance(x, dict):
+        return {k: _for_plots(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [(t, _for_plots(v)) for t, v in x]
+    return x
+
+
 def _save(fig, png, pdf):
     import matplotlib.pyplot as plt
 
@@ -524,20 +535,20 @@ def fig_heatmap(task, ablation, scores, png, pdf):
     data = _read(scores)
     if task == "induction":
         rows.append(("attn_score", "attention to B (ABA offset)"))
-    _save(plots.heatmaps(data, rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
+    _save(plots.heatmaps(_for_plots(data), rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
 
 
 def fig_curves(task, ablation, cards, curves, threshold, png, pdf):
     from . import plots
 
-    _save(plots.curves(_read(curves), _cards(cards), "ranked", threshold,
+    _save(plots.curves(_for_plots(_read(curves)), _cards(cards), "ranked", threshold,
                        title=f"{task}: cumulative {ablation} ablation (ranked)"), png, pdf)
 
 
 def fig_scale(ablation, tables, png, pdf):
     from . import plots
 
-    _save(plots.scale({t: pd.read_csv(p) for t, p in tables.items()}), png, pdf)
+    _save(plots.scale(_for_plots({t: io.read_csv(p) for t, p in tables.items()})), png, pdf)
 
 
 def run(fn, *args):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from . import metrics as M
 from .ablation import short_label, unit_kind
+from .io import frame
 from .tasks.registry import task_of
 
 
@@ -22,29 +25,39 @@ def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
     return bool(np.isfinite(span) and span > 0)
 
 
-def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pd.DataFrame:
+def _top(s: pl.DataFrame) -> dict:
+    """The row of the largest drop (the first of equals: scores are in layer, head order)."""
+    return s.row(int(np.nanargmax(s["drop"].to_numpy())), named=True)
+
+
+def _has_value(col: pl.Series) -> bool:
+    """Any entry neither null nor NaN."""
+    return (col.fill_nan(None) if col.dtype.is_float() else col).drop_nulls().len() > 0
+
+
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pl.DataFrame:
     t = task_of(task)
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
-        top = s.loc[s["drop"].idxmax()]
+        top = _top(s)
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
-               f"baseline_{t.metric_name}": float(c["clean"].iloc[0]), "curve_prompts": int(c["n_prompts"].iloc[0]),
+               f"baseline_{t.metric_name}": float(c["clean"][0]), "curve_prompts": int(c["n_prompts"][0]),
                "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
                # % of the way to 'task gone': drop / clean for LD and accuracy; for the induction loss,
                # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
                "top_head_pct": 100 * float(top["damage"]),
                "top_head_damage": float(top["damage"])}
-        if "drop_lo" in s:  # bootstrap over the scoring prompts
+        if "drop_lo" in s.columns:  # bootstrap over the scoring prompts
             row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
         for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
-            row[f"{extra}_clean"] = float(s[f"{extra}_clean"].iloc[0])
+            row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
-            cm = c[c["method"] == method].sort_values("step")
+            cm = c.filter(pl.col("method") == method).sort("step")
             if len(cm) == 0:
                 continue
             h = M.heads_to_threshold(cm["damage"].to_numpy(), threshold)
@@ -52,21 +65,21 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             row[f"heads_to_80{suffix}"] = M.format_heads_to(h, len(cm))
             row[f"heads_to_80{suffix}_frac"] = h / len(s) if h is not None else np.nan
         row.update(M.concentration(s["drop"].to_numpy()))
-        if "aligned" in s and s["aligned"].notna().any():  # mean / resample: share of aligned replacements
-            row["aligned"] = float(s["aligned"].iloc[0])
+        if "aligned" in s.columns and _has_value(s["aligned"]):  # mean / resample: share of aligned replacements
+            row["aligned"] = float(s["aligned"][0])
         row["unit_kind"] = unit_kind(top["unit"])  # what top_head names: a query head, kv group or layer
-        row["task_behaviour"] = task_behaviour(float(c["clean"].iloc[0]), float(c["floor"].iloc[0]),
-                                               t.higher_is_better) if "floor" in c else None
+        row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]),
+                                               t.higher_is_better) if "floor" in c.columns else None
         rows.append(row)
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
-def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pd.DataFrame:
+def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pl.DataFrame:
     t = task_of(task)
     rows = []
     for model, card in cards.items():
         c = curves[model]
-        first = c[(c["method"] == "ranked") & (c["step"] == 1)].iloc[0]
+        first = c.filter((pl.col("method") == "ranked") & (pl.col("step") == 1)).row(0, named=True)
         clean = float(first["clean"])
         ablated = float(first[t.metric_name])
         floor = float(first["floor"])
@@ -87,12 +100,18 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             "task_behaviour": behaves,
         })
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
-def to_markdown(df: pd.DataFrame, title: str) -> str:
-    fmt = df.copy()
-    for col in fmt.columns:
-        if fmt[col].dtype.kind == "f":
-            fmt[col] = fmt[col].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-    return f"### {title}\n\n" + fmt.to_markdown(index=False, disable_numparse=True) + "\n"
+def to_markdown(df: pl.DataFrame, title: str) -> str:
+    """A titled pipe table: floats to 4 significant digits, NaN and null empty."""
+    from tabulate import tabulate
+
+    def cell(v, is_float):
+        if is_float:
+            return "" if v is None or math.isnan(v) else f"{v:.4g}"
+        return v
+
+    floats = [t.is_float() for t in df.schema.values()]
+    rows = [[cell(v, f) for v, f in zip(r, floats)] for r in df.iter_rows()]
+    return f"### {title}\n\n" + tabulate(rows, headers=df.columns, tablefmt="pipe", disable_numparse=True) + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+import polars as pl
 import torch
 
 from ..errors import DatasetError
@@ -14,31 +14,30 @@ FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv
 COLUMNS = ["domain", "subject", "relation", "answer", "natural", "qa"]
 
 
-def load(path=None) -> pd.DataFrame:
+def load(path=None) -> pl.DataFrame:
     path = Path(path) if path else FACTS
     if not path.exists():
         raise DatasetError(f"facts file not found: {path}")
-    df = pd.read_csv(path, sep="\t", keep_default_na=False, dtype=str)
+    df = pl.read_csv(path, separator="\t", infer_schema=False, empty_string_is_null=False)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise DatasetError(f"{path}: missing columns {missing}")
-    df["qa"] = df["qa"].str.replace("\\n", "\n", regex=False)
-    return df
+    return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
 
 
-def build(facts: pd.DataFrame, tokenizer, prepend_bos: bool, form: str):
+def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
     """Per-model candidates before the knowledge filter: the answer must be one token."""
     if form not in ("natural", "qa"):
         raise DatasetError(f"facts prompt form must be 'natural' or 'qa', got {form!r}")
     counts = {"input": int(len(facts))}
-    df = facts.copy()
-    df["prompt"] = df[form]
-    df["answer_id"] = [single_token(tokenizer, a) for a in df["answer"]]
-    ok = df["answer_id"].notna()
+    df = facts.with_columns(pl.col(form).alias("prompt"),
+                            pl.Series("answer_id", [single_token(tokenizer, a) for a in facts["answer"]],
+                                      dtype=pl.Int64))
+    ok = df["answer_id"].is_not_null()
     counts["dropped_multitoken_answer"] = int((~ok).sum())
-    df = df[ok].reset_index(drop=True)
-    df["answer_id"] = df["answer_id"].astype("int64")
-    df["input_ids"] = [encode(tokenizer, p, prepend_bos) for p in df["prompt"]]
+    df = df.filter(ok)
+    df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
+                                   dtype=pl.List(pl.Int64)))
     return df, counts
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import pandas as pd
+import polars as pl
 import torch
 
 from ..scan import Prompts
@@ -40,8 +40,8 @@ def task_of(name: str) -> Task:
     return TASKS["facts" if name.startswith("facts") else name]
 
 
-def prompts(df: pd.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
-    ids, last = pad_right([list(x) for x in df[column]], pad)
+def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
+    ids, last = pad_right(df[column].to_list(), pad)
     fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
     return Prompts(ids, last, fields)
 
