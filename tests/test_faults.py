@@ -10,6 +10,7 @@ import pytest
 
 from circuitloc import io
 from circuitloc import pipeline as P
+from circuitloc.job import read_ranked
 from circuitloc.console import explain_failures, last_error_line
 from circuitloc.errors import ArtifactError, NonFiniteError
 from circuitloc.scan import Scanner
@@ -65,7 +66,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
         P.score("ioi", card, data, "zero-query", scores, tmp_path / "ok.prompts.parquet", opts=OPTS,
                 bootstrap={"n": 20, "ci": 0.95, "seed": 0})
-        top = P._ranked(scores).row(0, named=True)
+        top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
     else:
         layer, head = 1, 2
@@ -117,7 +118,7 @@ def test_scores_missing_a_column_is_named(tmp_path):
     bad = tmp_path / "scores.parquet"
     pl.DataFrame({"unit": ["L0H0"], "layer": [0], "head": [0]}).write_parquet(bad)
     with pytest.raises(ArtifactError, match=r"scores table lacks column\(s\) \['drop'\]"):
-        P._ranked(bad)
+        read_ranked(bad)
 
 
 @pytest.mark.parametrize("content, what", [("{\"name\": \"m\", ", "Expecting"), ("", "empty file"),

@@ -66,6 +66,18 @@ def short_label(label: str, layer: int, head: int) -> str:
     return f"L{int(layer)}" if unit_kind(label) == "layer" else f"{int(layer)}.{int(head)}"
 
 
+def rank(scores: pl.DataFrame) -> pl.DataFrame:
+    """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
+    order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""
+    return scores.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
+                       nulls_last=True, maintain_order=True)
+
+
+def top(scores: pl.DataFrame) -> dict:
+    """The top unit's row (`rank`'s first) as a dict."""
+    return rank(scores).row(0, named=True)
+
+
 def as_sets(unit_rows: list[dict]) -> dict:
     s: dict[int, list[int]] = {}
     for u in unit_rows:

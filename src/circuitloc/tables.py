@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 
 from . import metrics as M
-from .ablation import short_label, unit_kind
+from . import io
+from .ablation import rank, short_label, unit_kind
 from .io import frame
 from .tasks.registry import task_of
 
@@ -25,11 +26,6 @@ def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
     return bool(np.isfinite(span) and span > 0)
 
 
-def _top(s: pl.DataFrame) -> dict:
-    """The row of the largest drop (the first of equals: scores are in layer, head order)."""
-    return s.row(int(np.nanargmax(s["drop"].to_numpy())), named=True)
-
-
 def _has_value(col: pl.Series) -> bool:
     """Any entry neither null nor NaN."""
     return (col.fill_nan(None) if col.dtype.is_float() else col).drop_nulls().len() > 0
@@ -40,7 +36,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
-        top = _top(s)
+        top = rank(s).row(0, named=True)
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
                f"baseline_{t.metric_name}": float(c["clean"][0]), "curve_prompts": int(c["n_prompts"][0]),
@@ -115,3 +111,9 @@ def to_markdown(df: pl.DataFrame, title: str) -> str:
     floats = [t.is_float() for t in df.schema.values()]
     rows = [[cell(v, f) for v, f in zip(r, floats)] for r in df.iter_rows()]
     return f"### {title}\n\n" + tabulate(rows, headers=df.columns, tablefmt="pipe", disable_numparse=True) + "\n"
+
+
+def write_table(df: pl.DataFrame, csv, md, title: str) -> None:
+    """A table as CSV (`io.write_csv`) and as titled markdown (`to_markdown`), both atomically."""
+    io.write_csv(df, csv)
+    io.write_text(to_markdown(df, title), md)

@@ -9,6 +9,7 @@ import polars as pl
 import torch
 
 from ..errors import DatasetError
+from .common import mark_scoring
 
 _SPACED = re.compile(r" [a-z]{3,10}")
 _BARE = re.compile(r"[a-z]{3,10}")
@@ -54,3 +55,13 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     """Per-sequence ICL loss: cross-entropy of B at the last position (lower is better)."""
     logp = torch.log_softmax(last_logits.float(), dim=-1)
     return -logp[torch.arange(logp.shape[0]), batch["b_id"]]
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int):
+    """n sequences over the model's own word tokens, the first n_score marked for scoring.
+    Returns (rows, counts)."""
+    cands = candidate_tokens(tokenizer)
+    df = sequences(cands, int(cfg["n"]), cfg["prefix_len"], cfg["suffix_len"], seed,
+                   tokenizer.bos_token_id if prepend_bos else None)
+    df = mark_scoring(df, int(cfg["n_score"]))
+    return df, {"input": len(df), "candidate_tokens": len(cands), "kept": len(df), "requested": int(cfg["n"])}

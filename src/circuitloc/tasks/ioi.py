@@ -225,3 +225,24 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     """Per-prompt logit difference logit(IO) - logit(S) at the last position."""
     idx = torch.arange(last_logits.shape[0])
     return last_logits[idx, batch["io_id"]] - last_logits[idx, batch["s_id"]]
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None):
+    """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
+    generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
+    n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,
+    ioi_names, ... or ioi_fahamu_templates and fahamu); their directory is the resource directory.
+    Returns (rows, counts)."""
+    inputs = inputs or {}
+    src = cfg.get("source") or {}
+    declared = inputs.get("ioi_templates") or inputs.get("ioi_fahamu_templates")
+    res_dir = os.path.dirname(declared) if declared else None
+    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
+    if src.get("kind") == "fahamu":
+        path = fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
+        raw, read_counts = read_fahamu(path, pool, seed, load_fahamu_templates(res_dir))
+        read_counts = {"source": str(path), **read_counts}
+    else:
+        raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
+    df, counts = build(raw, tokenizer, prepend_bos, int(cfg["n"]), int(cfg["n_score"]), seed)
+    return df, {**read_counts, **counts}
