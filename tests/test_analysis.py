@@ -13,9 +13,11 @@ def _by_key(df: pl.DataFrame) -> dict:
 
 
 def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
-    frac = np.nan if str(h80).startswith(">") else int(h80) / n_units
+    bounded = str(h80).startswith(">")  # '> K': Table 1 stores K, bounded
+    count = int(str(h80).lstrip("> "))
     return {"model": model, "family": family, "attention": attention, "top_head_pct": top_pct,
-            "heads_to_80": str(h80), "heads_to_80_frac": frac, "n_units": n_units, "effective_units": eff}
+            "heads_to_80": count, "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units,
+            "n_units": n_units, "effective_units": eff}
 
 
 @pytest.mark.parametrize("mha, gqa, verdict", [
@@ -104,7 +106,7 @@ def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
     t2 = {r["model"]: r for r in t2.iter_rows(named=True)}
     assert t2["ok"]["sign_flip"] is True
     assert t2["dead"]["sign_flip"] is None and not t2["dead"]["task_behaviour"]
-    assert t2["ok"]["top_head"] == "L1"  # a layer unit is named by its layer
+    assert t2["ok"]["top_layer"] == "L1" and "top_head" not in t2["ok"]  # a layer unit: the column says layer
 
 
 def test_heatmap_and_table1_accept_layer_units():

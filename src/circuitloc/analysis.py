@@ -10,7 +10,6 @@ from . import metrics as M
 from . import stats as S
 from .ablation import parse_ablation
 from .io import frame
-from .sweep import heads_to_80_bound
 from .tasks.registry import task_of
 
 # -- stability ---------------------------------------------------------------------------
@@ -90,10 +89,15 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
 # -- robustness --------------------------------------------------------------------------
 
 def _side(df: pl.DataFrame) -> dict:
-    h = [heads_to_80_bound(r)[1:] for r in df.iter_rows(named=True)]  # (fraction, is a lower bound)
+    """One side of a comparison: its models, mean top head score, heads-to-80% (mean count, bounded
+    when any model's is; the fraction from the least possible count K + 1 of a bounded '> K'),
+    mean effective units."""
+    h = [M.heads_to_lower_bound(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
+         for r in df.iter_rows(named=True)]
+    bounded = any(b for _, _, b in h)
     return {"models": ", ".join(df["model"]), "top_head_pct": _nanmean(df["top_head_pct"]),
-            "heads_to_80": ", ".join(str(v) for v in df["heads_to_80"]),
-            "heads_to_80_frac": float(np.mean([v for v, _ in h])), "bound": any(b for _, b in h),
+            "heads_to_80": _nanmean(df["heads_to_80"]), "heads_to_80_bounded": bounded,
+            "heads_to_80_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
             "effective_units": _nanmean(df["effective_units"])}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import io
+from . import metrics as M
 
 
 def _for_plots(x):
@@ -53,7 +54,13 @@ def fig_scale(tables: dict, png, pdf):
     """Top head score and heads-to-80% against parameter count, a column per task (Table 1 CSVs)."""
     from . import plots
 
-    save(plots.scale(_for_plots({t: io.read_csv(p) for t, p in tables.items()})), png, pdf)
+    save(plots.scale(_for_plots({t: _heads_to_labels(io.read_csv(p)) for t, p in tables.items()})), png, pdf)
+
+
+def _heads_to_labels(t: pl.DataFrame) -> pl.DataFrame:
+    """heads_to_80 as plots.scale reads it: 'K', or '> K' where bounded (annotated, not plotted)."""
+    labels = [M.heads_to_label(c, b) for c, b in zip(t["heads_to_80"], t["heads_to_80_bounded"])]
+    return t.with_columns(pl.Series("heads_to_80", labels, dtype=pl.String))
 
 
 def fig_stability(task, primary: str, panels: list, png, pdf):

@@ -107,8 +107,8 @@ def read_parquet(path, columns: tuple | list = (), what: str = "table"):
     return df
 
 
-# columns that look numeric but name things: a unit ('0.3' is layer 0, head 3) or '> K'
-TEXT_COLUMNS = ("top_head", "heads_to_80", "heads_to_80_greedy")
+# columns that look numeric but name things: a unit ('0.3' is layer 0, head 3; '1.10' is layer 1, group 10)
+TEXT_COLUMNS = ("top_head", "top_kv_group", "top_layer")
 
 
 def read_csv(path, text: tuple | list = TEXT_COLUMNS):

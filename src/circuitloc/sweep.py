@@ -45,26 +45,6 @@ def expand(sweep: dict) -> dict:
     return out
 
 
-def heads_to_80_bound(row):
-    """(count, fraction, bounded) for a display: '> K' becomes the lower bound K + 1. Statistics use
-    `heads_to_80_censored` instead: no made-up number enters a mean or a test."""
-    raw = str(row["heads_to_80"])
-    if raw.startswith(">"):
-        k = int(raw[1:]) + 1
-        return float(k), k / float(row["n_units"]), True
-    return float(raw), float(row["heads_to_80_frac"]), False
-
-
-def heads_to_80_censored(row):
-    """(count, fraction, censored): an observed value, or for '> K' the bound K and K / n_units
-    with censored = True (the true value lies above it)."""
-    raw = str(row["heads_to_80"]).strip()
-    if raw.startswith(">"):
-        k = float(raw[1:])
-        return k, k / float(row["n_units"]), True
-    return float(raw), float(row["heads_to_80_frac"]), False
-
-
 def _interval(x, ci: float):
     """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
     value: the callers pass uncensored measures only."""
@@ -82,12 +62,13 @@ def _interval(x, ci: float):
 def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
     (`accepted`) and shows task behaviour (clean metric better than its floor; e.g. IOI logit
-    difference > 0), its clean metric and measures. A '> K' heads-to-80% is kept as its bound K with
+    difference > 0), its clean metric and measures. A bounded ('> K') heads-to-80% is kept as its bound K with
     heads_to_80_censored = True; heads_to_80 and heads_to_80_frac hold observed values only (NaN
     for a censored curve)."""
     import numpy as np
     import polars as pl
 
+    from . import metrics as M
     from .analysis import behaves
     from .io import frame
 
@@ -98,7 +79,7 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     for i, r in enumerate(table1.iter_rows(named=True)):
         if r["model"] not in meta:
             continue
-        count, frac, censored = heads_to_80_censored(r)
+        count, frac, censored = M.heads_to_censored(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "task_behaviour": bool(ok[i]), "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
                      "clean": _num(r[clean_col]) if clean_col else np.nan,

@@ -14,8 +14,13 @@ from .io import frame
 from .tasks.registry import task_of
 
 
-def _unit_label(row) -> str:
-    return short_label(row["unit"], row["layer"], row["head"])
+# the column that names the top unit, by what it holds
+TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}
+
+
+def _top_label(row) -> dict:
+    """{top_head | top_kv_group | top_layer: the unit's short label} for a scores or curve row."""
+    return {TOP_COLUMN[unit_kind(row["unit"])]: short_label(row["unit"], row["layer"], row["head"])}
 
 
 def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
@@ -40,7 +45,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
                f"baseline_{t.metric_name}": float(c["clean"][0]), "curve_prompts": int(c["n_prompts"][0]),
-               "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
+               **_top_label(top), "top_head_score": float(top["drop"]),
                # % of the way to 'task gone': drop / clean for LD and accuracy; for the induction loss,
                # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
                "top_head_pct": 100 * float(top["damage"]),
@@ -56,14 +61,15 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             cm = c.filter(pl.col("method") == method).sort("step")
             if len(cm) == 0:
                 continue
-            h = M.heads_to_threshold(cm["damage"].to_numpy(), threshold)
+            h, bounded = M.heads_to(cm["damage"].to_numpy(), threshold)
             suffix = "" if method == "ranked" else "_greedy"
-            row[f"heads_to_80{suffix}"] = M.format_heads_to(h, len(cm))
-            row[f"heads_to_80{suffix}_frac"] = h / len(s) if h is not None else np.nan
+            row[f"heads_to_80{suffix}"] = h
+            row[f"heads_to_80{suffix}_bounded"] = bounded  # more than h: the curve never reached the threshold
+            row[f"heads_to_80{suffix}_frac"] = np.nan if bounded else h / len(s)
         row.update(M.concentration(s["drop"].to_numpy()))
         if "aligned" in s.columns and _has_value(s["aligned"]):  # mean / resample: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
-        row["unit_kind"] = unit_kind(top["unit"])  # what top_head names: a query head, kv group or layer
+        row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
         row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]),
                                                t.higher_is_better) if "floor" in c.columns else None
         rows.append(row)
@@ -84,7 +90,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         rows.append({
             "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
-            "top_head": short_label(first["unit"], first["layer"], first["head"]),
+            **_top_label(first),
             f"{t.metric_name}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]),
             # a sign flip of a logit difference that was never positive says nothing: left empty
@@ -100,17 +106,23 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
 
 
 def to_markdown(df: pl.DataFrame, title: str) -> str:
-    """A titled pipe table: floats to 4 significant digits, NaN and null empty."""
+    """A titled pipe table: floats to 4 significant digits, NaN and null empty; a count with a
+    `{column}_bounded` flag beside it is written '> K' where bounded (the flag column is not shown)."""
     from tabulate import tabulate
 
-    def cell(v, is_float):
-        if is_float:
-            return "" if v is None or math.isnan(v) else f"{v:.4g}"
-        return v
+    flags = {c: f"{c}_bounded" for c in df.columns if df.schema.get(f"{c}_bounded") == pl.Boolean}
+    shown = [c for c in df.columns if c not in flags.values()]
 
-    floats = [t.is_float() for t in df.schema.values()]
-    rows = [[cell(v, f) for v, f in zip(r, floats)] for r in df.iter_rows()]
-    return f"### {title}\n\n" + tabulate(rows, headers=df.columns, tablefmt="pipe", disable_numparse=True) + "\n"
+    def cell(v, c, is_float, bounded):
+        if v is None or (is_float and math.isnan(v)):
+            return ""
+        if c in flags:
+            return M.heads_to_label(v, bool(bounded))
+        return f"{v:.4g}" if is_float else v
+
+    floats = {c: t.is_float() for c, t in df.schema.items()}
+    rows = [[cell(r[c], c, floats[c], r.get(flags.get(c))) for c in shown] for r in df.iter_rows(named=True)]
+    return f"### {title}\n\n" + tabulate(rows, headers=shown, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
 def write_table(df: pl.DataFrame, csv, md, title: str) -> None:
