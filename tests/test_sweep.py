@@ -226,7 +226,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
     summary, pm = write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
-                              out["p.csv"], out["p.md"], {"p_adjust": "holm"})
+                              out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
     fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["seeds"][0] == "0 1" and pairs["censored_pairs"][0] == 1

@@ -163,14 +163,14 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor_pp, steps,
                           progress=progress(steps, f"ranked curve {task_name}/{card['name']}/{ablation}"),
                           clean_pp=clean_pp, bootstrap=bootstrap)
-    if "greedy" in cfg.get("methods", ["ranked"]):
+    if "greedy" in cfg["methods"]:
         rows += A.greedy_curve(job.scanner, job.prompts, ranked, job.task, clean, floor,
                                int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(job.df), pl.Int64),
                                      n_units=pl.lit(len(job.units), pl.Int64))
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
-                            int(cfg.get("control_draws", 10)), seed, exclude=[ranked[0]["unit"]])
+                            int(cfg["control_draws"]), seed, exclude=[ranked[0]["unit"]])
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out_curve)
     io.write_parquet(ctrl, out_control)

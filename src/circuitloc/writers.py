@@ -76,14 +76,13 @@ def write_robustness(table1s: dict, out_csv, out_md):
 
 
 def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
-                out_paired_md, opts: dict | None = None):
+                out_paired_md, opts: dict):
     """The sweep's table and paired tests for one task and ablation. A toy that failed its held-out
     checks (`acceptance.enforce: false` in a sweep) or shows no task behaviour is counted, never
-    used. opts: alpha and p_adjust (holm or bh) of the paired table. Returns (summary, per-model
-    rows) for the figure (`figures.fig_sweep`)."""
+    used. opts: alpha and p_adjust (holm or bh) of the paired table (config `sweep:`, defaults in
+    config/schema.yaml). Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
     from . import sweep as SW
 
-    opts = {"alpha": 0.05, "p_adjust": "holm", **(opts or {})}
     passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
     pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
     summary = SW.summarize(pm, ci)

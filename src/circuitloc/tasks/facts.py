@@ -58,12 +58,12 @@ def logprob(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
 
 def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str, last_logits,
                   path=None):
-    """The facts this model knows: one-token answers in the model's top `top_k` (default 3) at the
+    """The facts this model knows: one-token answers in the model's top `top_k` (config) at the
     prompt's last position, in a seeded shuffle, the first n_score marked for scoring.
     `last_logits(rows)`: the model's clean last-position logits on those rows; `path`: the facts
     file (default: config `path`, else the shipped set). Returns (rows, counts)."""
     df, counts = build(load(path or cfg.get("path")), tokenizer, prepend_bos, form)
-    ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg.get("top_k", 3)))
+    ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))
     df = df[sample_rows(len(df), len(df), seed)]  # a seeded shuffle

@@ -47,10 +47,6 @@ def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -
     return Prompts(ids, last, fields)
 
 
-def metrics(task: Task) -> dict:
-    return {task.metric_name: task.metric, **task.extra}
-
-
 def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None,
                   form: str = "natural", last_logits: Callable | None = None):
     """A task's dataset for one model, with its scoring rows marked: (rows, counts of what each
