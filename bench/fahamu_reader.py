@@ -7,7 +7,7 @@ seeded pool, so neither should grow with the file (goal: < 1 GB peak RSS, < 1 mi
     python bench/fahamu_reader.py --file my.parquet    # an existing file (e.g. the real mecha_ioi_26m)
 
 The reader runs in a fresh child process; its peak RSS (ru_maxrss) includes the interpreter, torch,
-pandas and polars imports, printed separately as the baseline.
+and polars imports, printed separately as the baseline.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def write_synthetic(path: Path, rows: int, seed: int = 0, distinct: int = 200_00
 
     from circuitloc.tasks import ioi
 
-    pool = pa.array(ioi.synthetic_fahamu(distinct, seed)["sentence"], pa.string())
+    pool = pa.array(ioi.synthetic_fahamu(distinct, seed)["sentence"].to_list(), pa.string())
     rng = np.random.default_rng(seed)
     schema = pa.schema([("ioi_sentences", pa.string())])
     with pq.ParquetWriter(path, schema) as w:

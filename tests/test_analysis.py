@@ -1,16 +1,23 @@
 """Stability splits, the specificity verdict and the robustness comparison on hand-made inputs."""
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import pytest
 
 from circuitloc.analysis import compare, robustness, specificity_verdict, stability_rows, unit_drops
 
 
+def _by_key(df: pl.DataFrame) -> dict:
+    """Robustness rows by (task, kind, unit)."""
+    return {(r["task"], r["kind"], r["unit"]): r for r in df.iter_rows(named=True)}
+
+
 def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
-    frac = np.nan if str(h80).startswith(">") else int(h80) / n_units
+    bounded = str(h80).startswith(">")  # '> K': Table 1 stores K, bounded
+    count = int(str(h80).lstrip("> "))
     return {"model": model, "family": family, "attention": attention, "top_head_pct": top_pct,
-            "heads_to_80": str(h80), "heads_to_80_frac": frac, "n_units": n_units, "effective_units": eff}
+            "heads_to_80": count, "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units,
+            "n_units": n_units, "effective_units": eff}
 
 
 @pytest.mark.parametrize("mha, gqa, verdict", [
@@ -22,23 +29,23 @@ def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
     ((30, "> 8"), (60, "> 8"), "mixed"),
 ])
 def test_compare_verdict(mha, gqa, verdict):
-    out = compare(pd.DataFrame([_t1("m", "f", "mha", *mha)]), pd.DataFrame([_t1("g", "f", "gqa", *gqa)]))
+    out = compare(pl.DataFrame([_t1("m", "f", "mha", *mha)]), pl.DataFrame([_t1("g", "f", "gqa", *gqa)]))
     assert out["verdict"].startswith(f"GQA more concentrated: {verdict} ")
     assert out["mha_top_head_pct"] == mha[0] and out["gqa_top_head_pct"] == gqa[0]
 
 
 def test_robustness_pairs_within_families_and_reuses_mha_query_rows_for_kv():
-    q = pd.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2),
+    q = pl.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2),
                       _t1("big", "other", "gqa", 90, 1)])
-    kv = pd.DataFrame([_t1("toy_gqa", "toy", "gqa", 80, 1, n_units=4)])
+    kv = pl.DataFrame([_t1("toy_gqa", "toy", "gqa", 80, 1, n_units=4)])
     df = robustness({("ioi", "zero-query"): q, ("ioi", "zero-kv"): kv,
-                     ("facts", "mean-query"): pd.DataFrame([_t1("x", "fam", "gqa", 10, 2)])})
-    rows = df.set_index(["task", "kind", "unit"])
-    assert rows.loc[("ioi", "zero", "query"), "comparison"] == "within toy"  # 'big' is not in the pair
-    assert rows.loc[("ioi", "zero", "query"), "gqa_models"] == "toy_gqa"
-    assert rows.loc[("ioi", "zero", "kv"), "mha_models"] == "toy_mha"  # from the query table
-    assert rows.loc[("ioi", "zero", "kv"), "verdict"].startswith("GQA more concentrated: yes")
-    assert rows.loc[("facts", "mean", "query"), "verdict"].startswith("n/a")
+                     ("facts", "mean-query"): pl.DataFrame([_t1("x", "fam", "gqa", 10, 2)])})
+    rows = _by_key(df)
+    assert rows[("ioi", "zero", "query")]["comparison"] == "within toy"  # 'big' is not in the pair
+    assert rows[("ioi", "zero", "query")]["gqa_models"] == "toy_gqa"
+    assert rows[("ioi", "zero", "kv")]["mha_models"] == "toy_mha"  # from the query table
+    assert rows[("ioi", "zero", "kv")]["verdict"].startswith("GQA more concentrated: yes")
+    assert rows[("facts", "mean", "query")]["verdict"].startswith("n/a")
 
 
 def test_specificity_verdict():
@@ -55,14 +62,14 @@ def test_stability_splits_find_a_planted_difference():
     n = 8
     order = np.array(["ABBA", "BABA"] * (n // 2))
     clean = 4.0 + 0.01 * np.arange(n)
-    pp = pd.DataFrame({"row": np.arange(n), "clean": clean, "u0": np.where(order == "ABBA", 1.0, clean),
+    pp = pl.DataFrame({"row": np.arange(n), "clean": clean, "u0": np.where(order == "ABBA", 1.0, clean),
                        "u1": np.where(order == "BABA", 0.0, clean), "u2": clean - 0.1})
-    data = pd.DataFrame({"order": order, "input_ids": [[1, 2]] * n})
+    data = pl.DataFrame({"order": order, "input_ids": [[1, 2]] * n})
     rows, maps = stability_rows("ioi", "m", "gqa", "zero-query", pp, data)
     by = {r["split"]: r for r in rows}
     t = by["template order"]
     assert (t["top_a"], t["top_b"], t["same_top"], t["n_a"], t["n_b"]) == ("u0", "u1", False, 4, 4)
-    drops = unit_drops(pp, order == "ABBA", True)
+    drops = dict(unit_drops(pp, order == "ABBA", True).iter_rows())
     assert drops["u0"] == pytest.approx(3.03) and drops["u1"] == pytest.approx(0.0)
     assert "clean LD" in by and len(maps) == 2
 
@@ -70,19 +77,19 @@ def test_stability_splits_find_a_planted_difference():
 def test_robustness_layer_rows_need_both_models_and_no_task_behaviour_enters_no_verdict():
     """Layer units: no stand-in from the query table (a layer is a layer under MHA and GQA). A model
     whose clean IOI logit difference is negative is left out of the verdict and named."""
-    q = pd.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2)])
-    layer = pd.DataFrame([_t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
-    layer_both = pd.DataFrame([_t1("toy_mha", "toy", "mha", 70, 2, n_units=2), _t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
-    dead = q.assign(task_behaviour=[False, True], baseline_ld=[-0.1, 3.0])
+    q = pl.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2)])
+    layer = pl.DataFrame([_t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
+    layer_both = pl.DataFrame([_t1("toy_mha", "toy", "mha", 70, 2, n_units=2), _t1("toy_gqa", "toy", "gqa", 90, 1, n_units=2)])
+    dead = q.with_columns(task_behaviour=pl.Series([False, True]), baseline_ld=pl.Series([-0.1, 3.0]))
     df = robustness({("ioi", "zero-query"): q, ("ioi", "zero-layer"): layer, ("induction", "zero-layer"): layer_both,
                      ("facts", "zero-query"): dead})
-    rows = df.set_index(["task", "kind", "unit"])
-    assert rows.loc[("ioi", "zero", "layer"), "verdict"].startswith("n/a: needs an MHA and a GQA model")
-    assert rows.loc[("induction", "zero", "layer"), "verdict"].startswith("GQA more concentrated: yes")
-    assert rows.loc[("facts", "zero", "query"), "verdict"] == "n/a: no task behaviour on one side"
-    assert rows.loc[("facts", "zero", "query"), "no_task_behaviour"] == "toy_mha"
+    rows = _by_key(df)
+    assert rows[("ioi", "zero", "layer")]["verdict"].startswith("n/a: needs an MHA and a GQA model")
+    assert rows[("induction", "zero", "layer")]["verdict"].startswith("GQA more concentrated: yes")
+    assert rows[("facts", "zero", "query")]["verdict"] == "n/a: no task behaviour on one side"
+    assert rows[("facts", "zero", "query")]["no_task_behaviour"] == "toy_mha"
     # a stored Table 1 without the task_behaviour column: IOI's baseline LD decides
-    old = robustness({("ioi", "zero-query"): q.assign(baseline_ld=[2.0, -1.0])}).iloc[0]
+    old = robustness({("ioi", "zero-query"): q.with_columns(baseline_ld=pl.Series([2.0, -1.0]))}).row(0, named=True)
     assert old["verdict"].startswith("n/a: no task behaviour") and old["no_task_behaviour"] == "toy_gqa"
 
 
@@ -90,16 +97,16 @@ def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
     from circuitloc.tables import table2
 
     def curve(clean, top):
-        return pd.DataFrame([{"method": "ranked", "step": 1, "unit": "L1", "layer": 1, "head": 0, "ld": top,
+        return pl.DataFrame([{"method": "ranked", "step": 1, "unit": "L1", "layer": 1, "head": 0, "ld": top,
                               "damage": 1 - top / clean, "clean": clean, "floor": 0.0}])
 
-    ctrl = pd.DataFrame({"ld": [1.0], "unit": ["L0"], "layer": [0], "head": [0]})
+    ctrl = pl.DataFrame({"ld": [1.0], "unit": ["L0"], "layer": [0], "head": [0]})
     cards = {m: {"attention": "gqa"} for m in ("ok", "dead")}
     t2 = table2("ioi", cards, {"ok": curve(2.0, -0.5), "dead": curve(-0.2, 0.3)}, {"ok": ctrl, "dead": ctrl})
-    t2 = t2.set_index("model")
-    assert t2.loc["ok", "sign_flip"] == True  # noqa: E712  (a Python bool in an object column)
-    assert t2.loc["dead", "sign_flip"] is None and not t2.loc["dead", "task_behaviour"]
-    assert t2.loc["ok", "top_head"] == "L1"  # a layer unit is named by its layer
+    t2 = {r["model"]: r for r in t2.iter_rows(named=True)}
+    assert t2["ok"]["sign_flip"] is True
+    assert t2["dead"]["sign_flip"] is None and not t2["dead"]["task_behaviour"]
+    assert t2["ok"]["top_layer"] == "L1" and "top_head" not in t2["ok"]  # a layer unit: the column says layer
 
 
 def test_heatmap_and_table1_accept_layer_units():
@@ -109,6 +116,8 @@ def test_heatmap_and_table1_accept_layer_units():
     card = {"n_layers": 3, "n_heads": 4, "n_kv_heads": 2}
     rows = units(card, "layer")
     assert [u["unit"] for u in rows] == ["L0", "L1", "L2"] and all(u["heads"] == [0, 1, 2, 3] for u in rows)
+    import pandas as pd  # plots.py takes pandas on this branch (a figure test: unchanged)
+
     scores = pd.DataFrame([{"layer": u["layer"], "head": u["head"], "unit": u["unit"], "drop": d}
                            for u, d in zip(rows, (0.1, 2.0, 0.3))])
     fig = heatmaps({"m": scores}, title="layer units")

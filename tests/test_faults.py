@@ -5,11 +5,12 @@ import contextlib
 import io as stdio
 import json
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from circuitloc import io
 from circuitloc import pipeline as P
+from circuitloc.job import read_ranked
 from circuitloc.console import explain_failures, last_error_line
 from circuitloc.errors import ArtifactError, NonFiniteError
 from circuitloc.scan import Scanner
@@ -65,7 +66,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
         P.score("ioi", card, data, "zero-query", scores, tmp_path / "ok.prompts.parquet", opts=OPTS,
                 bootstrap={"n": 20, "ci": 0.95, "seed": 0})
-        top = P._ranked(scores).iloc[0]
+        top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
     else:
         layer, head = 1, 2
@@ -108,16 +109,16 @@ def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
 def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
     card, data = ioi_job
     bad = tmp_path / "ioi.parquet"
-    pd.read_parquet(data).drop(columns=["io_id"]).to_parquet(bad)
+    pl.read_parquet(data).drop("io_id").write_parquet(bad)
     with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
         P.score("ioi", card, bad, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", opts=OPTS)
 
 
 def test_scores_missing_a_column_is_named(tmp_path):
     bad = tmp_path / "scores.parquet"
-    pd.DataFrame({"unit": ["L0H0"], "layer": [0], "head": [0]}).to_parquet(bad)
+    pl.DataFrame({"unit": ["L0H0"], "layer": [0], "head": [0]}).write_parquet(bad)
     with pytest.raises(ArtifactError, match=r"scores table lacks column\(s\) \['drop'\]"):
-        P._ranked(bad)
+        read_ranked(bad)
 
 
 @pytest.mark.parametrize("content, what", [("{\"name\": \"m\", ", "Expecting"), ("", "empty file"),
@@ -138,9 +139,9 @@ def test_stale_temporary_of_a_killed_writer_is_removed(tmp_path):
     other = tmp_path / ".x.parquet.bak.ab12cd_9.bak"  # not its own temporary: kept
     stale.write_bytes(b"half")
     other.write_bytes(b"keep")
-    io.write_parquet(pd.DataFrame({"a": [1]}), target)
+    io.write_parquet(pl.DataFrame({"a": [1]}), target)
     assert not stale.exists() and other.exists()
-    assert pd.read_parquet(target)["a"].tolist() == [1]
+    assert pl.read_parquet(target)["a"].to_list() == [1]
 
 
 def test_explain_failures_prints_each_failed_jobs_last_error(tmp_path):

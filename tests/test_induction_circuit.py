@@ -24,7 +24,7 @@ def test_induction_head_is_above_a_previous_token_head(tmp_path):
     card = make_card("toy", {"source": "toy"}, str(tmp_path / "toy"), tok)
     bridge, tok = load(card)
     df = induction.sequences(induction.candidate_tokens(tok), 50, (4, 8), (10, 16), seed=5, bos_id=tok.bos_token_id)
-    ids, last = pad_right(list(df["input_ids"]), tok.pad_token_id)
+    ids, last = pad_right(df["input_ids"].to_list(), tok.pad_token_id)
     ind = induction_scores(bridge, ids, last, torch.tensor(df["b_pos"].to_numpy()), 2)
     prev = previous_token_scores(bridge, ids, last, 2)
     top_layer, top_head = divmod(int(ind.argmax()), 4)

@@ -1,6 +1,6 @@
 import os
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from circuitloc import io
@@ -17,9 +17,9 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 def test_atomic_write_replaces_whole_and_is_readable_by_others(tmp_path):
     target = tmp_path / "t.parquet"
-    io.write_parquet(pd.DataFrame({"a": [1]}), target)
-    io.write_parquet(pd.DataFrame({"a": [2]}), target)
-    assert pd.read_parquet(target)["a"].tolist() == [2]
+    io.write_parquet(pl.DataFrame({"a": [1]}), target)
+    io.write_parquet(pl.DataFrame({"a": [2]}), target)
+    assert pl.read_parquet(target)["a"].to_list() == [2]
     umask = os.umask(0)
     os.umask(umask)
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask

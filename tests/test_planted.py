@@ -4,7 +4,7 @@ heads-to-80% is what a hand computation says."""
 import math
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from circuitloc import metrics as M
@@ -57,6 +57,11 @@ def ld_by_hand(x_u, eps):
     return 2 * x_u / math.sqrt((x_u ** 2 + OFFSET ** 2) / D + eps)
 
 
+def _cell(scores: pl.DataFrame, unit: str, col: str):
+    """One unit's value in a scores table."""
+    return scores.filter(pl.col("unit") == unit)[col].to_list()[0]
+
+
 def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
     for n_kv in (4, 2):
         m = planted_model(n_kv)
@@ -70,22 +75,23 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         sc = Scanner(m, H, D // H)
         scores, _ = score_units(sc, p, units(card), task, floor=0.0)
         clean = ld_by_hand(SCALE_A + SCALE_B, eps)
-        assert abs(scores["ld_clean"].iloc[0] - clean) < 1e-4
-        top = scores.sort_values("drop", ascending=False)
-        assert (int(top.iloc[0]["layer"]), int(top.iloc[0]["head"])) == A_
-        assert (int(top.iloc[1]["layer"]), int(top.iloc[1]["head"])) == B_
-        assert np.allclose(top["drop"].iloc[2:], 0, atol=1e-5)
+        assert abs(scores["ld_clean"][0] - clean) < 1e-4
+        top = scores.sort("drop", descending=True, maintain_order=True)
+        assert (int(top["layer"][0]), int(top["head"][0])) == A_
+        assert (int(top["layer"][1]), int(top["head"][1])) == B_
+        assert np.allclose(top["drop"][2:].to_numpy(), 0, atol=1e-5)
         damage_a = 1 - ld_by_hand(SCALE_B, eps) / clean
-        assert abs(top.iloc[0]["damage"] - damage_a) < 1e-4
+        assert abs(top["damage"][0] - damage_a) < 1e-4
         ranked = [u for lbl in top["unit"] for u in units(card) if u["unit"] == lbl]
-        curve = pd.DataFrame(ranked_curve(sc, p, ranked, task, float(scores["ld_clean"].iloc[0]), 0.0, 4))
+        curve = pl.DataFrame(ranked_curve(sc, p, ranked, task, float(scores["ld_clean"][0]), 0.0, 4))
         assert damage_a < 0.8  # so heads-to-80% must be 2, not 1
         assert M.heads_to_threshold(curve["damage"], 0.8) == 2
-        assert abs(curve["damage"].iloc[1] - 1.0) < 1e-5
-        curve["method"], curve["clean"], curve["n_prompts"] = "ranked", clean, n
+        assert abs(curve["damage"][1] - 1.0) < 1e-5
+        curve = curve.with_columns(method=pl.lit("ranked"), clean=pl.lit(clean), n_prompts=pl.lit(n))
         t1 = table1("ioi", {"planted": card}, {"planted": scores}, {"planted": curve})
-        assert t1.loc[0, "top_head"] == f"{A_[0]}.{A_[1]}" and t1.loc[0, "heads_to_80"] == "2"
-        assert M.format_heads_to(M.heads_to_threshold(curve["damage"][:1], 0.8), 1) == "> 1"
+        assert t1["top_head"][0] == f"{A_[0]}.{A_[1]}" and t1["heads_to_80"][0] == 2
+        assert not t1["heads_to_80_bounded"][0]
+        assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
 
 
 def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
@@ -98,7 +104,7 @@ def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
     sc = Scanner(m, H, D // H)
     ctrl = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=10, seed=0, exclude=["L0H3"])
     assert set(ctrl["layer"]) == {0} and "L0H3" not in set(ctrl["unit"]) and len(ctrl) == H - 1
-    assert np.allclose(ctrl["ld"], ctrl["ld"].iloc[0])  # heads that write nothing change nothing
+    assert np.allclose(ctrl["ld"].to_numpy(), ctrl["ld"][0])  # heads that write nothing change nothing
     again = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2, seed=0, exclude=["L0H3"])
     assert list(again["unit"]) == list(random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2,
                                                       seed=0, exclude=["L0H3"])["unit"])
@@ -160,8 +166,8 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
     by_unit = {}
     for kind in ("query", "kv", "layer"):
         s, _ = score_units(sc, p, units(card, kind), task, floor=0.0)
-        assert abs(s["ld_clean"].iloc[0] - clean) < 1e-4
-        by_unit[kind] = s.set_index("unit")
+        assert abs(s["ld_clean"][0] - clean) < 1e-4
+        by_unit[kind] = s
     # by hand: what is left on u after each ablation, and LD through a plain hooked forward
     cases = {("query", "L1H0"): (x_clean - S_RED, {1: [0]}), ("query", "L1H1"): (x_clean - S_RED, {1: [1]}),
              ("kv", "L1G0"): (S_H3 + S_L0, {1: [0, 1]}), ("kv", "L1G1"): (x_clean - S_H3, {1: [2, 3]}),
@@ -169,30 +175,32 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
     for (kind, label), (x_left, zeroed) in cases.items():
         hand = clean - ld_red(x_left, eps)
         plain = clean - ld_plain_forward(m, ids, zeroed)
-        got = by_unit[kind].loc[label, "drop"]
+        got = _cell(by_unit[kind], label, "drop")
         assert abs(hand - plain) < 1e-4, (label, hand, plain)
         assert abs(got - hand) < 1e-4, (label, got, hand)
     # each redundant query head alone: < 1% of LD; their KV group: ~71%; their layer: ~90%
     assert by_unit["query"]["damage"].max() < 0.01
-    assert 0.6 < by_unit["kv"].loc["L1G0", "damage"] < 0.8
-    assert by_unit["layer"].loc["L1", "damage"] > 0.85
-    assert by_unit["layer"].loc["L1", "heads"] == [0, 1, 2, 3] and by_unit["layer"].loc["L1", "head"] == 0
+    assert 0.6 < _cell(by_unit["kv"], "L1G0", "damage") < 0.8
+    assert _cell(by_unit["layer"], "L1", "damage") > 0.85
+    assert _cell(by_unit["layer"], "L1", "heads") == [0, 1, 2, 3] and _cell(by_unit["layer"], "L1", "head") == 0
     # Table 1 names the top unit by its kind; the layer unit needs one unit to reach 80%
-    for kind, top, h80 in (("kv", "1.0", "2"), ("layer", "L1", "1")):
-        s = by_unit[kind].reset_index()
-        ranked = [u for lbl in s.sort_values("drop", ascending=False)["unit"] for u in units(card, kind)
-                  if u["unit"] == lbl]
-        curve = pd.DataFrame(ranked_curve(sc, p, ranked, task, clean, 0.0, len(ranked)))
-        curve["method"], curve["clean"], curve["floor"], curve["n_prompts"] = "ranked", clean, 0.0, n
+    for kind, top, h80 in (("kv", "1.0", 2), ("layer", "L1", 1)):
+        s = by_unit[kind]
+        ranked = [u for lbl in s.sort("drop", descending=True, maintain_order=True)["unit"]
+                  for u in units(card, kind) if u["unit"] == lbl]
+        curve = pl.DataFrame(ranked_curve(sc, p, ranked, task, clean, 0.0, len(ranked)))
+        curve = curve.with_columns(method=pl.lit("ranked"), clean=pl.lit(clean), floor=pl.lit(0.0), n_prompts=pl.lit(n))
         t1 = table1("ioi", {"planted": card}, {"planted": s}, {"planted": curve})
-        assert (t1.loc[0, "top_head"], t1.loc[0, "unit_kind"], t1.loc[0, "heads_to_80"]) == (top, kind, h80)
-        assert t1.loc[0, "task_behaviour"]
+        top_col = {"kv": "top_kv_group", "layer": "top_layer"}[kind]  # named for what it holds
+        assert "top_head" not in t1.columns
+        assert (t1[top_col][0], t1["unit_kind"][0], t1["heads_to_80"][0]) == (top, kind, h80)
+        assert t1["task_behaviour"][0]
     # with a per-prompt floor and the bootstrap: the model is input-independent, so every resample gives
     # the same damage and the interval collapses onto it (curves too)
     boot = {"n": 20, "seed": 0}
     s, _ = score_units(sc, p, units(card, "layer"), task, floor=np.zeros(n), bootstrap=boot)
     assert np.allclose(s["damage_lo"], s["damage"], atol=1e-5) and np.allclose(s["damage_hi"], s["damage"], atol=1e-5)
     clean_pp = np.full(n, clean)
-    c = pd.DataFrame(ranked_curve(sc, p, units(card, "layer")[::-1], task, clean, np.zeros(n), 2, clean_pp=clean_pp,
+    c = pl.DataFrame(ranked_curve(sc, p, units(card, "layer")[::-1], task, clean, np.zeros(n), 2, clean_pp=clean_pp,
                                   bootstrap=boot))
-    assert np.allclose(c["damage_lo"], c["damage"], atol=1e-4) and "top_freq" not in c
+    assert np.allclose(c["damage_lo"], c["damage"], atol=1e-4) and "top_freq" not in c.columns

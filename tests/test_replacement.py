@@ -1,7 +1,7 @@
 """Mean and resample ablation: what replaces a head's output, checked against hand computations."""
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from circuitloc.ablation import as_sets, units
@@ -69,7 +69,7 @@ def test_per_position_mean_is_the_groups_mean_at_each_position(tiny_dirs):
     card, bridge, tok, sc = _scanner(tiny_dirs, budget=13)
     p = _prompts(len(tok), n=7, seed=4)
     lengths = (p.last_pos + 1).numpy()
-    groups = aligned_groups(pd.DataFrame({"k": [0] * 7}), ("k",), lengths, min_group=2)
+    groups = aligned_groups(pl.DataFrame({"k": [0] * 7}), ("k",), lengths, min_group=2)
     repl = mean_replacement(sc, p, groups=groups)
     layer = 2
     _, cache = bridge.run_with_cache(p.input_ids, names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
@@ -83,7 +83,7 @@ def test_per_position_mean_is_the_groups_mean_at_each_position(tiny_dirs):
 
 
 def test_aligned_groups_and_resample_pairs():
-    df = pd.DataFrame({"template": ["t1", "t1", "t1", "t2", "t2", "t3"]})
+    df = pl.DataFrame({"template": ["t1", "t1", "t1", "t2", "t2", "t3"]})
     lengths = np.array([5, 5, 6, 5, 5, 5])
     g = aligned_groups(df, ("template",), lengths, min_group=2)
     assert g[0] == g[1] != g[3] == g[4] and g[2] == -1 and g[5] == -1

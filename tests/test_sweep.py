@@ -4,7 +4,7 @@ and the across-seed statistics on planted numbers."""
 import re
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import pytest
 import yaml
 from safetensors.torch import load_file
@@ -89,30 +89,36 @@ def _planted(effect, seeds=5, fail=()):
             name = f"m_kv{kv}_s{s}"
             top = 30 + effect * np.log2(8 / kv) + rng.normal(0, 2) + s  # seed effect, shared across kv
             h80 = max(1, 6 - int(effect > 0) * int(np.log2(8 / kv)))
-            rows.append({"model": name, "top_head_pct": top, "heads_to_80": str(h80), "heads_to_80_frac": h80 / 16,
+            rows.append({"model": name, "top_head_pct": top, "heads_to_80": h80, "heads_to_80_bounded": False,
+                         "heads_to_80_frac": h80 / 16,
                          "n_units": 16, "effective_units": 4.0, "top_share": 0.3})
             meta[name] = {"size": "small", "kv_heads": kv, "seed": s}
             passed[name] = name not in fail
-    return per_model(pd.DataFrame(rows), meta, passed)
+    return per_model(pl.DataFrame(rows), meta, passed)
+
+
+def _by(df: pl.DataFrame, key: str) -> dict:
+    """Rows as dicts by the value of one column."""
+    return {r[key]: r for r in df.iter_rows(named=True)}
 
 
 def test_summary_and_paired_test_find_a_planted_effect():
     pm = _planted(effect=10, fail=("m_kv1_s4",))
     summary = summarize(pm)
-    one = summary.set_index("kv_heads").loc[1]
+    one = _by(summary, "kv_heads")[1]
     assert (one["n_seeds"], one["excluded_seeds"]) == (4, 1)  # a failed toy is counted, not used
     assert one["top_head_pct_lo"] < one["top_head_pct"] < one["top_head_pct_hi"]
-    exp = pm[(pm.kv_heads == 1) & pm.accepted]["top_head_pct"].mean()
+    exp = pm.filter((pl.col("kv_heads") == 1) & pl.col("accepted"))["top_head_pct"].mean()
     assert one["top_head_pct"] == pytest.approx(exp)
-    pairs = paired(pm).set_index("kv_heads")
-    assert pairs.loc[1, "n_pairs"] == 4 and pairs.loc[2, "n_pairs"] == 5
-    assert pairs.loc[1, "heads_to_80_frac_wins"] == 4  # 3 heads vs MHA's 6 on every pair
-    assert pairs.loc[1, "top_head_pct_diff"] == pytest.approx(30, abs=4) and pairs.loc[1, "top_head_pct_p"] < 0.01
-    assert pairs.loc[1, "verdict"].endswith("yes")
+    pairs = _by(paired(pm), "kv_heads")
+    assert pairs[1]["n_pairs"] == 4 and pairs[2]["n_pairs"] == 5
+    assert pairs[1]["heads_to_80_frac_wins"] == 4  # 3 heads vs MHA's 6 on every pair
+    assert pairs[1]["top_head_pct_diff"] == pytest.approx(30, abs=4) and pairs[1]["top_head_pct_p"] < 0.01
+    assert pairs[1]["verdict"].endswith("yes")
 
 
 def test_paired_test_without_an_effect_says_so():
-    pairs = paired(_planted(effect=0)).set_index("kv_heads")
+    pairs = paired(_planted(effect=0))
     assert all(v.startswith("no clear difference") for v in pairs["verdict"])
     assert (pairs["top_head_pct_p"] > 0.05).all()
 
@@ -122,11 +128,12 @@ def _rows(spec, n_units=16):
     rows, meta = [], {}
     for (kv, seed), (top, h80, ld) in spec.items():
         name = f"m_kv{kv}_s{seed}"
-        frac = np.nan if str(h80).startswith(">") else int(h80) / n_units
-        rows.append({"model": name, "baseline_ld": ld, "top_head_pct": top, "heads_to_80": str(h80),
-                     "heads_to_80_frac": frac, "n_units": n_units, "effective_units": 4.0, "top_share": 0.3})
+        bounded = str(h80).startswith(">")  # '> K': Table 1 stores K, bounded
+        count = int(str(h80).lstrip("> "))
+        rows.append({"model": name, "baseline_ld": ld, "top_head_pct": top, "heads_to_80": count,
+                     "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units, "n_units": n_units, "effective_units": 4.0, "top_share": 0.3})
         meta[name] = {"size": "small", "kv_heads": kv, "seed": seed}
-    return pd.DataFrame(rows), meta
+    return pl.DataFrame(rows), meta
 
 
 def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeypatch):
@@ -144,11 +151,11 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     real = SW._interval
     monkeypatch.setattr(SW, "_interval", lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1])
     pm = per_model(t1, meta, {})
-    assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].isna().sum() == 3
-    pairs, summary = paired(pm).set_index("kv_heads"), summarize(pm).set_index("kv_heads")
+    assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].is_nan().sum() == 3
+    pairs, summary = _by(paired(pm), "kv_heads"), _by(summarize(pm), "kv_heads")
     for x in seen:
         assert not np.isin(x, [16.0, 17.0, 1.0, 17 / 16]).any(), x
-    two = pairs.loc[2]
+    two = pairs[2]
     assert (two["heads_to_80_frac_wins"], two["heads_to_80_frac_losses"], two["heads_to_80_frac_ties"]) == (6, 0, 0)
     assert two["censored_pairs"] == 3
     assert two["heads_to_80_frac_p"] == pytest.approx(2 / 64)  # exact: every pair favours GQA, 6 pairs
@@ -156,23 +163,23 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     # it is the bound (0.375 + 1.0) / 2, flagged as one
     assert two["mha_heads_to_80_frac_median"] == pytest.approx(0.6875) and two["mha_heads_to_80_frac_median_is_bound"]
     assert two["heads_to_80_frac_median"] == pytest.approx(3 / 16) and not two["heads_to_80_frac_median_is_bound"]
-    mha = summary.loc[8]
+    mha = summary[8]
     assert mha["heads_to_80_censored"] == 3 and np.isnan(mha["heads_to_80"]) and np.isnan(mha["heads_to_80_lo"])
     assert mha["heads_to_80_median"] == 11 and mha["heads_to_80_median_is_bound"]
-    assert summary.loc[2, "heads_to_80"] == 3 and summary.loc[2, "heads_to_80_censored"] == 0
-    assert summary.loc[2, "clean"] == pytest.approx(5.75) and summary.loc[2, "clean_lo"] < 5.75
+    assert summary[2]["heads_to_80"] == 3 and summary[2]["heads_to_80_censored"] == 0
+    assert summary[2]["clean"] == pytest.approx(5.75) and summary[2]["clean_lo"] < 5.75
 
 
 def test_paired_table_holm_adjusts_every_test_and_keeps_the_raw_p():
     pairs = paired(_planted(effect=10))
-    raw = pairs[["top_head_pct_p", "heads_to_80_frac_p"]].to_numpy().ravel()
-    adj = pairs[["top_head_pct_p_holm", "heads_to_80_frac_p_holm"]].to_numpy().ravel()
+    raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p").to_numpy().ravel()
+    adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm").to_numpy().ravel()
     from circuitloc.stats import holm
 
     assert np.allclose(adj, holm(raw), equal_nan=True) and (adj >= raw - 1e-12).all()
     assert (pairs["n_tests"] == np.isfinite(raw).sum()).all()
     bh = paired(_planted(effect=10), p_adjust="bh")
-    assert "top_head_pct_p_bh" in bh and (bh["top_head_pct_p_bh"] <= pairs["top_head_pct_p_holm"] + 1e-12).all()
+    assert "top_head_pct_p_bh" in bh.columns and (bh["top_head_pct_p_bh"] <= pairs["top_head_pct_p_holm"] + 1e-12).all()
 
 
 def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_pairs():
@@ -186,17 +193,17 @@ def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_p
         spec[(1, s)] = (60.0 + 10 * s, "3", 4.0 + s)
     t1, meta = _rows(spec)
     pm = per_model(t1, meta, {"m_kv1_s2": False})
-    bad = pm.set_index("model").loc["m_kv8_s1"]
+    bad = _by(pm, "model")["m_kv8_s1"]
     assert not bad["task_behaviour"] and bad["accepted"] and not bad["used"]
-    summary, pairs = summarize(pm).set_index("kv_heads"), paired(pm).set_index("kv_heads")
-    assert summary.loc[1, "seeds"] == "0 3" and pairs.loc[1, "seeds"] == "0 3" and pairs.loc[1, "n_pairs"] == 2
-    assert summary.loc[4, "seeds"] == "0 2 3" and pairs.loc[4, "n_pairs"] == 3
-    assert summary.loc[8, "no_behaviour_seeds"] == 1 and summary.loc[1, "excluded_seeds"] == 1
+    summary, pairs = _by(summarize(pm), "kv_heads"), _by(paired(pm), "kv_heads")
+    assert summary[1]["seeds"] == "0 3" and pairs[1]["seeds"] == "0 3" and pairs[1]["n_pairs"] == 2
+    assert summary[4]["seeds"] == "0 2 3" and pairs[4]["n_pairs"] == 3
+    assert summary[8]["no_behaviour_seeds"] == 1 and summary[1]["excluded_seeds"] == 1
     # the summary is over exactly the paired seeds: KV 1 on seeds 0 and 3, and MHA beside it on the same
-    assert summary.loc[1, "top_head_pct"] == pytest.approx((60 + 90) / 2)
-    assert pairs.loc[1, "mha_top_head_pct"] == pytest.approx((30 + 60) / 2)
-    assert pairs.loc[1, "top_head_pct_diff"] == pytest.approx(30)
-    assert pairs.loc[1, "mha_clean"] == pytest.approx((4 + 7) / 2)
+    assert summary[1]["top_head_pct"] == pytest.approx((60 + 90) / 2)
+    assert pairs[1]["mha_top_head_pct"] == pytest.approx((30 + 60) / 2)
+    assert pairs[1]["top_head_pct_diff"] == pytest.approx(30)
+    assert pairs[1]["mha_clean"] == pytest.approx((4 + 7) / 2)
 
 
 def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp_path):
@@ -204,23 +211,26 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     failed its checks and one without task behaviour; CSVs, markdown with the adjustment named, figure."""
     import json
 
-    from circuitloc.pipeline import write_sweep
+    from circuitloc.figures import fig_sweep
+    from circuitloc.writers import write_sweep
 
     spec = {}
     for s in range(4):
         spec[(8, s)] = (30.0 + s, "> 16" if s == 0 else "6", -1.0 if s == 3 else 5.0)
         spec[(2, s)] = (50.0 + s, "3", 5.0)
     t1, meta = _rows(spec)
-    t1.to_csv(tmp_path / "t1.csv", index=False)
+    t1.write_csv(tmp_path / "t1.csv")
     cards = {}
     for m in meta:
         cards[m] = tmp_path / f"{m}.json"
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
-    write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, *out.values(), {"p_adjust": "holm"})
-    pairs = pd.read_csv(out["p.csv"])
-    assert pairs.loc[0, "seeds"] == "0 1" and pairs.loc[0, "censored_pairs"] == 1
-    assert "top_head_pct_p_holm" in pairs and "holm" in out["p.md"].read_text()
-    summary = pd.read_csv(out["s.csv"]).set_index("kv_heads")
-    assert summary.loc[8, "no_behaviour_seeds"] == 1 and summary.loc[2, "excluded_seeds"] == 1
+    summary, pm = write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
+                              out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
+    fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
+    pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
+    assert pairs["seeds"][0] == "0 1" and pairs["censored_pairs"][0] == 1
+    assert "top_head_pct_p_holm" in pairs.columns and "holm" in out["p.md"].read_text()
+    summary = _by(pl.read_csv(out["s.csv"]), "kv_heads")
+    assert summary[8]["no_behaviour_seeds"] == 1 and summary[2]["excluded_seeds"] == 1
     assert out["f.png"].stat().st_size > 10_000

@@ -1,6 +1,6 @@
 import re
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from circuitloc.errors import DatasetError
@@ -11,7 +11,7 @@ from helpers import word_tokenizer
 def test_generator_makes_abba_and_baba_with_io_last():
     df = ioi.generate(40, seed=1)
     assert set(df["order"]) == {"ABBA", "BABA"}
-    for _, r in df.iterrows():
+    for r in df.iter_rows(named=True):
         assert r["prompt"].count(r["s"]) == 2 and r["prompt"].count(r["io"]) == 1
         first_io, first_s = r["prompt"].index(r["io"]), r["prompt"].index(r["s"])
         assert (first_io < first_s) == (r["order"] == "ABBA")
@@ -20,7 +20,7 @@ def test_generator_makes_abba_and_baba_with_io_last():
 
 def test_filter_drops_and_counts_names_that_split():
     tok = word_tokenizer()  # knows Mary, John, Tom, Anna, Paul, Kate, Lisa only
-    raw = pd.DataFrame([
+    raw = pl.DataFrame([
         {"prompt": "Then , Mary and John went to the store . John gave a drink to", "io": "Mary", "s": "John",
          "order": "ABBA", "template": 0},
         {"prompt": "Then , Bartholomew and John went to the store . John gave a drink to", "io": "Bartholomew",
@@ -31,9 +31,9 @@ def test_filter_drops_and_counts_names_that_split():
     df, counts = ioi.build(raw, tok, prepend_bos=True, n=10, n_score=1, seed=0)
     assert counts["dropped_multitoken_name"] == 2 and counts["kept"] == 1
     assert list(df["io"]) == ["Mary"]
-    assert df["input_ids"].iloc[0][0] == tok.bos_token_id
+    assert df["input_ids"][0][0] == tok.bos_token_id
     with pytest.raises(DatasetError, match="single-token"):
-        ioi.build(raw.iloc[1:], tok, True, 10, 1, 0)
+        ioi.build(raw[1:], tok, True, 10, 1, 0)
 
 
 def test_fahamu_templates_are_the_ioi_papers_30():
@@ -49,7 +49,7 @@ def test_fahamu_templates_are_the_ioi_papers_30():
 def _fahamu_rows(n, seed, extra=()):
     """fahamu/ioi-style full sentences with their truth: prompt, io, s, order, template."""
     truth = ioi.synthetic_fahamu(n, seed)
-    return pd.DataFrame({"ioi_sentences": list(truth["sentence"]) + list(extra)}), truth.drop(columns="sentence")
+    return pl.DataFrame({"ioi_sentences": list(truth["sentence"]) + list(extra)}), truth.drop("sentence")
 
 
 UNMATCHED = ["When John and Mary went out, John gave a book to Mary.",  # no such template
@@ -63,7 +63,7 @@ UNMATCHED = ["When John and Mary went out, John gave a book to Mary.",  # no suc
 def fahamu_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("fahamu") / "mecha_ioi_200k.parquet"
     raw, truth = _fahamu_rows(3000, seed=5, extra=UNMATCHED)
-    raw.to_parquet(path, row_group_size=500)
+    raw.write_parquet(path, row_group_size=500)
     return path, truth
 
 
@@ -74,16 +74,15 @@ def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
                       "dropped_no_template": len(UNMATCHED)}
     assert list(rows.columns) == ["prompt", "io", "s", "order", "template"]
     for col in ("prompt", "io", "s", "order", "template"):  # row order is file order
-        assert rows[col].tolist() == truth[col].tolist(), col
+        assert rows[col].to_list() == truth[col].to_list(), col
     assert set(rows["template"]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
     # nouns the shipped lists lack (fahamu's may differ) still match: only the template's words are fixed
     odd, _ = ioi.match_templates(["The old train station Mary and John went to had a box of chocolates. "
                                   "John gave it to Mary"], ioi.load_fahamu_templates())
-    assert odd[["io", "s", "order", "template"]].values.tolist() == [["Mary", "John", "ABBA", 13]]
+    assert odd.select("io", "s", "order", "template").rows() == [("Mary", "John", "ABBA", 13)]
 
 
 def test_fahamu_sample_is_seeded_bounded_and_lazy(fahamu_file, monkeypatch):
-    import polars as pl
     import pyarrow.parquet as pq
 
     path, truth = fahamu_file
@@ -91,7 +90,7 @@ def test_fahamu_sample_is_seeded_bounded_and_lazy(fahamu_file, monkeypatch):
     def full_read(*a, **k):
         raise AssertionError("the fahamu reader must scan lazily, never load the whole file")
 
-    for mod, name in ((pl, "read_parquet"), (pd, "read_parquet"), (pq, "read_table")):
+    for mod, name in ((pl, "read_parquet"), (pq, "read_table")):
         monkeypatch.setattr(mod, name, full_read)
     scans = []
     real_scan = pl.scan_parquet
@@ -115,7 +114,7 @@ def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
         ioi.fahamu_path({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
     assert ioi.fahamu_path({"kind": "fahamu", "path": str(path.parent)}) == path  # a directory: its file
     bad = tmp_path / "bad.parquet"
-    pd.DataFrame({"text": ["x"]}).to_parquet(bad)
+    pl.DataFrame({"text": ["x"]}).write_parquet(bad)
     with pytest.raises(DatasetError, match="ioi_sentences"):
         ioi.read_fahamu(bad, 10, 0)
 
@@ -143,7 +142,7 @@ def test_induction_sequences_put_a_and_b_in_place():
     cands = induction.candidate_tokens(tok, min_count=20)
     assert set(cands).isdisjoint(tok.all_special_ids)
     df = induction.sequences(cands, 30, (2, 5), (4, 9), seed=3, bos_id=tok.bos_token_id)
-    for _, r in df.iterrows():
+    for r in df.iter_rows(named=True):
         seq, nr = r["input_ids"], r["norep_ids"]
         assert seq[0] == tok.bos_token_id
         assert seq[r["b_pos"] - 1] == r["a_id"] == seq[-1] and seq[r["b_pos"]] == r["b_id"]
@@ -157,9 +156,9 @@ def test_induction_sequences_put_a_and_b_in_place():
 def test_facts_file_is_curated():
     df = facts.load()
     assert len(df) == 493
-    assert df["domain"].nunique() == 10
-    assert not df.duplicated(["subject", "relation"]).any()
-    for _, r in df.iterrows():
+    assert df["domain"].n_unique() == 10
+    assert not df.select("subject", "relation").is_duplicated().any()
+    for r in df.iter_rows(named=True):
         assert r["answer"].isalpha()
         assert r["qa"].startswith("Q: ") and r["qa"].endswith("\nA:")
         assert r["answer"].lower() not in r["natural"].lower().split()
@@ -169,8 +168,8 @@ def test_facts_file_is_curated():
             ("Japan", "currency_of"): "yen", ("Hg", "element_with_symbol"): "mercury",
             ("solar system", "hottest_planet"): "Venus", ("North Star", "star_name"): "Polaris",
             ("The Great Gatsby", "author_of"): "Fitzgerald", ("Kenya", "currency_of"): "shilling"}
-    got = {(r.subject, r.relation): r.answer for r in df.itertuples()}
+    got = {(r["subject"], r["relation"]): r["answer"] for r in df.iter_rows(named=True)}
     for key, answer in spot.items():
         assert got.get(key) == answer, key
-    by_domain = df.groupby("domain").size()
+    by_domain = df.group_by("domain").len()["len"]
     assert (by_domain >= 20).all()

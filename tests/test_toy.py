@@ -90,9 +90,9 @@ def test_tokenizer_properties(tok_and_taught):
     assert len(set(pool)) == 300
     # every taught fact: answer one token, prompt without <unk>; multi-word answers are never taught
     assert "Washington D.C." not in set(taught["answer"]) and len(taught) == 12
-    for r in taught.itertuples():
-        assert single_token(tok, r.answer) is not None
-        assert tok.unk_token_id not in tok(r.natural, add_special_tokens=False).input_ids
+    for r in taught.iter_rows(named=True):
+        assert single_token(tok, r["answer"]) is not None
+        assert tok.unk_token_id not in tok(r["natural"], add_special_tokens=False).input_ids
 
 
 def test_pseudo_words_and_fact_choice_are_seeded(facts_path):

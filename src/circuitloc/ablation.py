@@ -6,7 +6,7 @@ import logging
 import re
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from . import metrics as M
 from . import stats as S
@@ -66,6 +66,18 @@ def short_label(label: str, layer: int, head: int) -> str:
     return f"L{int(layer)}" if unit_kind(label) == "layer" else f"{int(layer)}.{int(head)}"
 
 
+def rank(scores: pl.DataFrame) -> pl.DataFrame:
+    """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
+    order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""
+    return scores.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
+                       nulls_last=True, maintain_order=True)
+
+
+def top(scores: pl.DataFrame) -> dict:
+    """The top unit's row (`rank`'s first) as a dict."""
+    return rank(scores).row(0, named=True)
+
+
 def as_sets(unit_rows: list[dict]) -> dict:
     s: dict[int, list[int]] = {}
     for u in unit_rows:
@@ -74,7 +86,7 @@ def as_sets(unit_rows: list[dict]) -> dict:
 
 
 def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task, floor,
-                progress=None, bootstrap: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                progress=None, bootstrap: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ablate each unit alone. Returns one row per unit (with bootstrap intervals over prompts when
     `bootstrap` = {n, seed, ci} is given) and the per-prompt metric: a `clean` column and one column
     per unit, one row per prompt. `floor`: the metric when the task is gone, a number or one value
@@ -86,19 +98,19 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task,
     clean = float(clean_pp.mean())
     floor_pp, floor = _floor(floor)
     ablated = ablated_pp.mean(axis=1)
-    df = pd.DataFrame([{k: u[k] for k in ("layer", "head", "unit")} for u in unit_rows])
-    df["heads"] = [list(u["heads"]) for u in unit_rows]
-    df[f"{name}_clean"] = clean
-    df[f"{name}_ablated"] = ablated
-    df["drop"] = M.drop(clean, ablated, task.higher_is_better)
-    df["damage"] = M.damage(clean, ablated, floor, task.higher_is_better)
+    cols = {k: [u[k] for u in unit_rows] for k in ("layer", "head", "unit")}
+    cols["heads"] = pl.Series([list(u["heads"]) for u in unit_rows], dtype=pl.List(pl.Int64))
+    cols[f"{name}_clean"] = np.full(len(unit_rows), clean)
+    cols[f"{name}_ablated"] = ablated
+    cols["drop"] = np.asarray(M.drop(clean, ablated, task.higher_is_better))
+    cols["damage"] = np.asarray(M.damage(clean, ablated, floor, task.higher_is_better))
     if bootstrap:
-        _add_intervals(df, clean_pp, ablated_pp, floor_pp, task, bootstrap)
+        cols.update(_intervals(clean_pp, ablated_pp, floor_pp, task, bootstrap))
     for extra in task.extra:
-        df[f"{extra}_clean"] = float(res[extra][0].mean())
-        df[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
-    per_prompt = pd.DataFrame(ablated_pp.T, columns=[u["unit"] for u in unit_rows])
-    per_prompt.insert(0, "clean", clean_pp)
+        cols[f"{extra}_clean"] = np.full(len(unit_rows), float(res[extra][0].mean()))
+        cols[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
+    df = pl.DataFrame(cols, schema_overrides={"layer": pl.Int64, "head": pl.Int64, "unit": pl.String})
+    per_prompt = pl.DataFrame({"clean": clean_pp, **{u["unit"]: ablated_pp[i] for i, u in enumerate(unit_rows)}})
     return df, per_prompt
 
 
@@ -108,15 +120,15 @@ def _floor(floor):
     return arr, float(arr.mean())
 
 
-def _add_intervals(df, clean_pp, ablated_pp, floor, task, bootstrap):
-    """drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the same
-    resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
+def _intervals(clean_pp, ablated_pp, floor, task, bootstrap) -> dict:
+    """Columns drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the
+    same resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
     iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, int(bootstrap["n"]),
                           int(bootstrap["seed"]), float(bootstrap.get("ci", 0.95)), floor=floor)
-    df["drop_lo"], df["drop_hi"] = iv["lo"], iv["hi"]
-    df["damage_lo"], df["damage_hi"] = iv["damage_lo"], iv["damage_hi"]
-    if "top_freq" in iv and len(df) > 1:
-        df["top_freq"] = iv["top_freq"]
+    cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]}
+    if "top_freq" in iv and len(iv["lo"]) > 1:
+        cols["top_freq"] = iv["top_freq"]
+    return cols
 
 
 def _curve_rows(method, order, values, clean, floor, task):
@@ -140,10 +152,9 @@ def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, 
     vals = per_prompt.mean(dim=1).numpy()
     rows = _curve_rows("ranked", order, vals, clean, floor, task)
     if bootstrap and clean_pp is not None:
-        df = pd.DataFrame(rows)
-        _add_intervals(df, clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
-        df = df.drop(columns=["top_freq"], errors="ignore")
-        rows = df.to_dict("records")
+        iv = _intervals(clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
+        iv.pop("top_freq", None)
+        rows = [{**r, **{k: float(v[i]) for k, v in iv.items()}} for i, r in enumerate(rows)]
     return rows
 
 
@@ -176,6 +187,7 @@ def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, se
     picks = [mid[i] for i in rng.choice(len(mid), size=min(draws, len(mid)), replace=False)]
     v = scanner.run(prompts, [as_sets([u]) for u in picks], {task.metric_name: task.metric})[task.metric_name]
     v = v.mean(dim=1).numpy()
-    return pd.DataFrame({"draw": range(len(picks)), "unit": [u["unit"] for u in picks],
+    return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u["unit"] for u in picks],
                          "layer": [u["layer"] for u in picks], "head": [u["head"] for u in picks],
-                         task.metric_name: v, "drop": M.drop(clean, v, task.higher_is_better)})
+                         task.metric_name: v, "drop": np.asarray(M.drop(clean, v, task.higher_is_better))},
+                        schema_overrides={"draw": pl.Int64, "unit": pl.String, "layer": pl.Int64, "head": pl.Int64})

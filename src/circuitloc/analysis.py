@@ -4,39 +4,46 @@ and the MHA-vs-GQA comparison under every ablation (kind, unit)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from . import metrics as M
 from . import stats as S
 from .ablation import parse_ablation
-from .sweep import heads_to_80_bound
+from .io import frame
 from .tasks.registry import task_of
 
 # -- stability ---------------------------------------------------------------------------
 
 
-def unit_drops(per_prompt: pd.DataFrame, mask, higher_is_better: bool) -> pd.Series:
-    """Each unit's drop on the prompts in `mask` (per-prompt artifact of a score job)."""
-    pp = per_prompt[np.asarray(mask, bool)]
+def _mean(col: pl.Series):
+    """A column's mean in the column's own float type (float32 stays float32, as scores were always
+    averaged), so that near ties between units order as they did."""
+    return np.mean(col.to_numpy())
+
+
+def unit_drops(per_prompt: pl.DataFrame, mask, higher_is_better: bool) -> pl.DataFrame:
+    """Each unit's drop on the prompts in `mask` (per-prompt artifact of a score job): columns unit, drop."""
+    pp = per_prompt.filter(pl.Series(np.asarray(mask, bool)))
     units = [c for c in pp.columns if c not in ("row", "clean")]
-    return pd.Series(M.drop(pp["clean"].mean(), pp[units].mean().to_numpy(), higher_is_better), index=units)
+    drops = M.drop(_mean(pp["clean"]), np.array([_mean(pp[u]) for u in units]), higher_is_better)
+    return pl.DataFrame({"unit": units, "drop": np.asarray(drops)}, schema_overrides={"unit": pl.String})
 
 
-def splits(task: str, per_prompt: pd.DataFrame, dataset: pd.DataFrame) -> list[tuple[str, str, str, np.ndarray]]:
+def splits(task: str, per_prompt: pl.DataFrame, dataset: pl.DataFrame) -> list[tuple[str, str, str, np.ndarray]]:
     """(split, condition a, condition b, mask of a) over the scored prompts; b is ~a."""
-    rows = dataset.loc[per_prompt["row"].to_numpy()]
+    rows = dataset[per_prompt["row"].to_numpy()]
     if task == "ioi":
         clean = per_prompt["clean"].to_numpy()
         return [("template order", "ABBA", "BABA", rows["order"].to_numpy() == "ABBA"),
                 ("clean LD", "low LD", "high LD", clean <= np.median(clean))]
     if task == "induction":
-        length = rows["input_ids"].map(len).to_numpy()
+        length = rows["input_ids"].list.len().to_numpy()
         return [("sequence length", f"short (<= {int(np.median(length))})", "long", length <= np.median(length))]
     return []
 
 
-def stability_rows(task: str, model: str, attention: str, ablation: str, per_prompt: pd.DataFrame,
-                   dataset: pd.DataFrame):
+def stability_rows(task: str, model: str, attention: str, ablation: str, per_prompt: pl.DataFrame,
+                   dataset: pl.DataFrame):
     """Rows of the stability table and the two conditions' unit drops (for the figure)."""
     t = task_of(task)
     rows, maps = [], []
@@ -47,20 +54,20 @@ def stability_rows(task: str, model: str, attention: str, ablation: str, per_pro
             rows.append({**base, "note": "one condition is empty"})
             continue
         da, db = unit_drops(per_prompt, mask, t.higher_is_better), unit_drops(per_prompt, ~mask, t.higher_is_better)
-        rows.append({**base, **S.agreement(da.to_numpy(), db.to_numpy(), da.index.to_numpy())})
+        rows.append({**base, **S.agreement(da["drop"].to_numpy(), db["drop"].to_numpy(), da["unit"].to_numpy())})
         maps.append((f"{model}: {split}", {a: da, b: db}))
     return rows, maps
 
 
-def shared_stability_row(model: str, attention: str, ablation: str, per_model: pd.DataFrame,
-                         shared: pd.DataFrame):
+def shared_stability_row(model: str, attention: str, ablation: str, per_model: pl.DataFrame,
+                         shared: pl.DataFrame):
     """facts: the scores on the model's own known facts vs on the facts its whole family knows."""
-    a = per_model.set_index("unit")["drop"]
-    b = shared.set_index("unit")["drop"].reindex(a.index)
+    a = per_model.select("unit", "drop")
+    b = a.select("unit").join(shared.select("unit", "drop"), on="unit", how="left", maintain_order="left")
     row = {"task": "facts", "model": model, "attention": attention, "ablation": ablation,
            "split": "fact set", "condition_a": "per-model", "condition_b": "shared",
-           "n_a": int(per_model["n_prompts"].iloc[0]), "n_b": int(shared["n_prompts"].iloc[0]),
-           **S.agreement(a.to_numpy(), b.to_numpy(), a.index.to_numpy())}
+           "n_a": int(per_model["n_prompts"][0]), "n_b": int(shared["n_prompts"][0]),
+           **S.agreement(a["drop"].to_numpy(), b["drop"].to_numpy(), a["unit"].to_numpy())}
     return row, (f"{model}: fact set", {"per-model": a, "shared": b})
 
 
@@ -81,15 +88,26 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
 
 # -- robustness --------------------------------------------------------------------------
 
-def _side(df: pd.DataFrame) -> dict:
-    h = [heads_to_80_bound(r)[1:] for _, r in df.iterrows()]  # (fraction, is a lower bound)
-    return {"models": ", ".join(df["model"]), "top_head_pct": float(df["top_head_pct"].mean()),
-            "heads_to_80": ", ".join(df["heads_to_80"].astype(str)),
-            "heads_to_80_frac": float(np.mean([v for v, _ in h])), "bound": any(b for _, b in h),
-            "effective_units": float(df["effective_units"].mean())}
+def _side(df: pl.DataFrame) -> dict:
+    """One side of a comparison: its models, mean top head score, heads-to-80% (mean count, bounded
+    when any model's is; the fraction from the least possible count K + 1 of a bounded '> K'),
+    mean effective units."""
+    h = [M.heads_to_lower_bound(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
+         for r in df.iter_rows(named=True)]
+    bounded = any(b for _, _, b in h)
+    return {"models": ", ".join(df["model"]), "top_head_pct": _nanmean(df["top_head_pct"]),
+            "heads_to_80": _nanmean(df["heads_to_80"]), "heads_to_80_bounded": bounded,
+            "heads_to_80_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
+            "effective_units": _nanmean(df["effective_units"])}
 
 
-def compare(mha: pd.DataFrame, gqa: pd.DataFrame) -> dict:
+def _nanmean(col: pl.Series) -> float:
+    """Mean over the values present (null and NaN skipped), NaN when there are none."""
+    x = np.asarray(col.cast(pl.Float64).fill_null(np.nan).to_numpy(), float)
+    return float(np.mean(x[np.isfinite(x)])) if np.isfinite(x).any() else float("nan")
+
+
+def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     """The headline comparison on one table: top head score (higher = more concentrated) and
     heads-to-80% as a fraction (lower = more concentrated); the verdict needs both to agree."""
     m, g = _side(mha), _side(gqa)
@@ -108,21 +126,24 @@ def compare(mha: pd.DataFrame, gqa: pd.DataFrame) -> dict:
     return out
 
 
-def behaves(t1: pd.DataFrame, task: str) -> pd.Series:
-    """Per Table 1 row: does the model show task behaviour (clean metric better than the task-gone
-    floor)? From the `task_behaviour` column; for a table without it, baseline > 0 where the floor is
-    0 (LD, accuracy), else assumed."""
-    if "task_behaviour" in t1:
+def behaves(t1: pl.DataFrame, task: str) -> np.ndarray:
+    """Per Table 1 row (a bool array): does the model show task behaviour (clean metric better than
+    the task-gone floor)? From the `task_behaviour` column (empty: unknown, counted as yes); for a
+    table without it, baseline > 0 where the floor is 0 (LD, accuracy), else assumed."""
+    if "task_behaviour" in t1.columns:
         v = t1["task_behaviour"]
-        return v.isna() | v.astype(str).str.lower().isin(["true", "1", "1.0"])
+        if v.dtype.is_float():
+            v = v.fill_nan(None)
+        text = v.cast(pl.String).str.to_lowercase()
+        return (v.is_null() | text.is_in(["true", "1", "1.0"])).to_numpy().astype(bool)
     t = task_of(task)
     col = f"baseline_{t.metric_name}"
-    if t.higher_is_better and col in t1:
-        return t1[col].astype(float) > 0
-    return pd.Series(True, index=t1.index)
+    if t.higher_is_better and col in t1.columns:
+        return t1[col].cast(pl.Float64).to_numpy() > 0
+    return np.ones(len(t1), bool)
 
 
-def robustness(table1s: dict) -> pd.DataFrame:
+def robustness(table1s: dict) -> pl.DataFrame:
     """table1s: {(task, ablation): Table 1}. Within every family that has both MHA and GQA members
     (a controlled pair); where no family does, all MHA models against all GQA models. A kv row takes
     an MHA model not scored under kv from the query table of the same kind (for MHA they coincide);
@@ -135,18 +156,19 @@ def robustness(table1s: dict) -> pd.DataFrame:
         base = {"task": task, "kind": kind, "unit": unit}
         query = table1s.get((task, f"{kind}-query"))
         if unit == "kv" and query is not None:  # an MHA model's kv group is its query head: same scores
-            t = pd.concat([t, query[(query["attention"] == "mha") & ~query["model"].isin(t["model"])]])
-        t = t.reset_index(drop=True)
-        ok = behaves(t, task)
-        both = [f for f, g in t.groupby("family") if {"mha", "gqa"} <= set(g["attention"])]
-        groups = [(f"within {f}", t[t["family"] == f]) for f in both] or [("across families", t)]
+            extra = query.filter((pl.col("attention") == "mha") & ~pl.col("model").is_in(t["model"].to_list()))
+            t = pl.concat([t, extra], how="diagonal_relaxed")
+        t = t.with_columns(_ok=pl.Series(behaves(t, task)))
+        families = sorted(set(t["family"].to_list()))
+        both = [f for f in families if {"mha", "gqa"} <= set(t.filter(pl.col("family") == f)["attention"])]
+        groups = [(f"within {f}", t.filter(pl.col("family") == f)) for f in both] or [("across families", t)]
         for label, g in groups:
-            gone = ", ".join(g.loc[~ok[g.index], "model"])
-            g = g[ok[g.index]]
-            mha, gqa = g[g["attention"] == "mha"], g[g["attention"] == "gqa"]
+            gone = ", ".join(g.filter(~pl.col("_ok"))["model"])
+            g = g.filter(pl.col("_ok"))
+            mha, gqa = g.filter(pl.col("attention") == "mha"), g.filter(pl.col("attention") == "gqa")
             if len(mha) == 0 or len(gqa) == 0:
                 why = "no task behaviour on one side" if gone else "needs an MHA and a GQA model"
                 rows.append({**base, "comparison": label, "verdict": f"n/a: {why}", "no_task_behaviour": gone})
                 continue
             rows.append({**base, "comparison": label, **compare(mha, gqa), "no_task_behaviour": gone})
-    return pd.DataFrame(rows)
+    return frame(rows)

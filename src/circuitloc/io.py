@@ -88,15 +88,15 @@ def read_json(path):
 
 
 def read_parquet(path, columns: tuple | list = (), what: str = "table"):
-    """A parquet artifact; unreadable (truncated, not parquet) or lacking a required column is an
-    ArtifactError naming the file, the problem and the missing columns."""
-    import pandas as pd
+    """A parquet artifact as a polars DataFrame; unreadable (truncated, not parquet) or lacking a
+    required column is an ArtifactError naming the file, the problem and the missing columns."""
+    import polars as pl
 
     try:
-        df = pd.read_parquet(path)
+        df = pl.read_parquet(path)
     except FileNotFoundError as e:
         raise ArtifactError(f"{path}: no such file") from e
-    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for one meaning
+    except Exception as e:  # noqa: BLE001 - polars / pyarrow raise several types for one meaning
         raise ArtifactError(f"{path}: not a readable parquet file, truncated or corrupt "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); delete it and "
                             "rerun the stage that writes it") from e
@@ -107,9 +107,46 @@ def read_parquet(path, columns: tuple | list = (), what: str = "table"):
     return df
 
 
+# columns that look numeric but name things: a unit ('0.3' is layer 0, head 3; '1.10' is layer 1, group 10)
+TEXT_COLUMNS = ("top_head", "top_kv_group", "top_layer")
+
+
+def read_csv(path, text: tuple | list = TEXT_COLUMNS):
+    """A CSV table this pipeline wrote, as a polars DataFrame; the columns in `text` stay strings."""
+    import polars as pl
+
+    try:
+        head = pl.read_csv(path, n_rows=0).columns
+        return pl.read_csv(path, schema_overrides={c: pl.String for c in text if c in head},
+                           infer_schema_length=None)
+    except FileNotFoundError as e:
+        raise ArtifactError(f"{path}: no such file") from e
+
+
+def frame(rows, columns: list | None = None):
+    """A polars DataFrame from a list of row dicts (or a dict of columns). Every row is inspected
+    for the schema; a key missing from some rows is null there; ints and floats of one column
+    become floats."""
+    import polars as pl
+
+    if isinstance(rows, dict):
+        return pl.DataFrame(rows)
+    if not rows:
+        return pl.DataFrame(schema=columns or [])
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return pl.DataFrame([{k: _scalar(r.get(k)) for k in keys} for r in rows], infer_schema_length=None)
+
+
+def _scalar(v):
+    """numpy scalars as Python ones (polars would read a numpy bool as a float)."""
+    import numpy as np
+
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def write_parquet(df, path) -> None:
     with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)
+        df.write_parquet(tmp)
 
 
 def write_text(text: str, path) -> None:
@@ -117,9 +154,19 @@ def write_text(text: str, path) -> None:
         tmp.write_text(text)
 
 
+def csv_ready(df):
+    """As a CSV stores it: NaN empty (as null), booleans True / False."""
+    import polars as pl
+
+    return df.with_columns(
+        [pl.col(c).fill_nan(None) for c, t in df.schema.items() if t.is_float()]
+        + [pl.when(pl.col(c)).then(pl.lit("True")).when(pl.col(c).not_()).then(pl.lit("False"))
+           .otherwise(pl.lit(None, pl.String)).alias(c) for c, t in df.schema.items() if t == pl.Boolean])
+
+
 def write_csv(df, path) -> None:
     with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
+        csv_ready(df).write_csv(tmp)
 
 
 def save_figure(fig, path) -> None:

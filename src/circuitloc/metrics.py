@@ -30,8 +30,30 @@ def heads_to_threshold(curve_damage, threshold: float = 0.8) -> int | None:
     return None
 
 
-def format_heads_to(value: int | None, steps: int) -> str:
-    return str(value) if value is not None else f"> {steps}"
+def heads_to(curve_damage, threshold: float = 0.8) -> tuple[int, bool]:
+    """Heads-to-threshold as a number and a flag: (the first step reaching the threshold, False), or
+    for a curve that never gets there (its K steps, True): bounded, the count is more than K. Tables
+    store both (heads_to_80, heads_to_80_bounded); only markdown writes '> K' (`heads_to_label`)."""
+    h = heads_to_threshold(curve_damage, threshold)
+    return (h, False) if h is not None else (len(curve_damage), True)
+
+
+def heads_to_label(count, bounded: bool) -> str:
+    """'K' or, bounded, '> K'."""
+    return f"> {count:g}" if bounded else f"{count:g}"
+
+
+def heads_to_censored(count, bounded: bool, n_units) -> tuple[float, float, bool]:
+    """(count, fraction of units, censored) for statistics: a bounded count stays its bound K with
+    censored = True (the true value lies above it); no made-up number enters a mean or a test."""
+    return float(count), float(count) / float(n_units), bool(bounded)
+
+
+def heads_to_lower_bound(count, bounded: bool, n_units) -> tuple[float, float, bool]:
+    """(count, fraction, bounded) for a comparison: a bounded '> K' becomes its least possible
+    value K + 1 (flagged)."""
+    k = float(count) + 1 if bounded else float(count)
+    return k, k / float(n_units), bool(bounded)
 
 
 # Drops below this fraction of the largest one count as no drop: a cut at exactly 0 would let float

@@ -14,7 +14,7 @@ Replacements are dicts layer -> tensor broadcastable to [N, T, H, Dh] (see Scann
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from .scan import Prompts, Scanner, _out_proj
@@ -40,17 +40,22 @@ def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
             h.remove()
 
 
-def aligned_groups(df: pd.DataFrame, columns: tuple, lengths, min_group: int) -> np.ndarray:
+def _factorize(keys) -> np.ndarray:
+    """An id per key, numbered in order of first appearance."""
+    ids: dict = {}
+    return np.asarray([ids.setdefault(k, len(ids)) for k in keys], dtype=int)
+
+
+def aligned_groups(df: pl.DataFrame, columns: tuple, lengths, min_group: int) -> np.ndarray:
     """Group id per prompt (same values in `columns` and same length), -1 where the group has fewer
     than min_group prompts or the task has no alignment columns."""
     lengths = np.asarray(lengths)
     if not columns or any(c not in df.columns for c in columns):
         return np.full(len(df), -1)
-    keys = pd.Series(list(zip(*(df[c].to_numpy() for c in columns), lengths)), dtype=object)
-    ids = pd.factorize(keys)[0]
-    big = np.bincount(ids)[ids] >= min_group
+    ids = _factorize(zip(*(df[c].to_list() for c in columns), lengths.tolist()))
+    big = np.bincount(ids)[ids] >= min_group if len(ids) else np.zeros(0, bool)
     out = np.full(len(df), -1)
-    out[big] = pd.factorize(ids[big])[0]
+    out[big] = _factorize(ids[big].tolist())
     return out
 
 

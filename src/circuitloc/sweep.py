@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .errors import ConfigError
 
-# numpy, pandas and scipy are imported where used: the Snakefile imports `expand` at parse time,
+# numpy, polars and scipy are imported where used: the Snakefile imports `expand` at parse time,
 # in whatever Python runs Snakemake.
 
 META = "sweep"  # the key under which an expanded model carries its (size, kv_heads, seed)
@@ -45,26 +45,6 @@ def expand(sweep: dict) -> dict:
     return out
 
 
-def heads_to_80_bound(row):
-    """(count, fraction, bounded) for a display: '> K' becomes the lower bound K + 1. Statistics use
-    `heads_to_80_censored` instead: no made-up number enters a mean or a test."""
-    raw = str(row["heads_to_80"])
-    if raw.startswith(">"):
-        k = int(raw[1:]) + 1
-        return float(k), k / float(row["n_units"]), True
-    return float(raw), float(row["heads_to_80_frac"]), False
-
-
-def heads_to_80_censored(row):
-    """(count, fraction, censored): an observed value, or for '> K' the bound K and K / n_units
-    with censored = True (the true value lies above it)."""
-    raw = str(row["heads_to_80"]).strip()
-    if raw.startswith(">"):
-        k = float(raw[1:])
-        return k, k / float(row["n_units"]), True
-    return float(raw), float(row["heads_to_80_frac"]), False
-
-
 def _interval(x, ci: float):
     """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
     value: the callers pass uncensored measures only."""
@@ -82,35 +62,44 @@ def _interval(x, ci: float):
 def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
     (`accepted`) and shows task behaviour (clean metric better than its floor; e.g. IOI logit
-    difference > 0), its clean metric and measures. A '> K' heads-to-80% is kept as its bound K with
+    difference > 0), its clean metric and measures. A bounded ('> K') heads-to-80% is kept as its bound K with
     heads_to_80_censored = True; heads_to_80 and heads_to_80_frac hold observed values only (NaN
     for a censored curve)."""
     import numpy as np
-    import pandas as pd
+    import polars as pl
 
+    from . import metrics as M
     from .analysis import behaves
+    from .io import frame
 
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
     task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
     ok = behaves(table1, task)
     rows = []
-    for i, r in table1[table1["model"].isin(list(meta))].iterrows():
-        count, frac, censored = heads_to_80_censored(r)
+    for i, r in enumerate(table1.iter_rows(named=True)):
+        if r["model"] not in meta:
+            continue
+        count, frac, censored = M.heads_to_censored(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "task_behaviour": bool(ok[i]), "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
-                     "clean": float(r[clean_col]) if clean_col else np.nan,
-                     "top_head_pct": float(r["top_head_pct"]),
-                     "top_head_pct_lo": float(r.get("top_head_pct_lo", np.nan)),
-                     "top_head_pct_hi": float(r.get("top_head_pct_hi", np.nan)),
+                     "clean": _num(r[clean_col]) if clean_col else np.nan,
+                     "top_head_pct": _num(r["top_head_pct"]),
+                     "top_head_pct_lo": _num(r.get("top_head_pct_lo")),
+                     "top_head_pct_hi": _num(r.get("top_head_pct_hi")),
                      "heads_to_80": np.nan if censored else count, "heads_to_80_frac": np.nan if censored else frac,
                      "heads_to_80_censored": censored, "heads_to_80_bound": count if censored else np.nan,
                      "heads_to_80_frac_bound": frac if censored else np.nan,
-                     "effective_units": float(r["effective_units"]), "top_share": float(r["top_share"]),
+                     "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
                      "n_units": int(r["n_units"])})
-    pm = pd.DataFrame(rows)
+    pm = frame(rows)
     if len(pm):
-        pm["used"] = pm["accepted"] & pm["task_behaviour"]
+        pm = pm.with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
     return pm
+
+
+def _num(v) -> float:
+    """A table cell as a float: empty (null) is NaN."""
+    return float("nan") if v is None else float(v)
 
 
 METRICS = ("top_head_pct", "top_share", "effective_units")  # uncensored: mean and t-interval across seeds
@@ -121,8 +110,16 @@ def _values(g, m):
     """(value or bound, censored) of a censorable measure, one per row of g."""
     import numpy as np
 
-    v = np.where(g["heads_to_80_censored"], g[f"{m}_bound"], g[m]).astype(float)
-    return v, g["heads_to_80_censored"].to_numpy(bool)
+    censored = g["heads_to_80_censored"].to_numpy().astype(bool)
+    v = np.where(censored, _floats(g[f"{m}_bound"]), _floats(g[m]))
+    return v, censored
+
+
+def _floats(col):
+    """A column as a float array, null as NaN."""
+    import numpy as np
+
+    return np.asarray(col.cast(float).to_numpy(), float)
 
 
 def _describe(g, ci: float, prefix: str = "") -> dict:
@@ -135,7 +132,7 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
 
     row = {}
     for m in ("clean",) + METRICS:
-        x = g[m].to_numpy(float)
+        x = _floats(g[m])
         row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(x[np.isfinite(x)], ci)
     censored = int(g["heads_to_80_censored"].sum())
     row[f"{prefix}heads_to_80_censored"] = censored
@@ -143,7 +140,7 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
         if censored:
             row[f"{prefix}{m}"] = row[f"{prefix}{m}_lo"] = row[f"{prefix}{m}_hi"] = np.nan
         else:
-            row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(g[m], ci)
+            row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(_floats(g[m]), ci)
         med, bound = S.censored_median(*_values(g, m))
         row[f"{prefix}{m}_median"], row[f"{prefix}{m}_median_is_bound"] = med, bound
     return row
@@ -156,7 +153,9 @@ def _mha_kv(g) -> int:
 def _pair_seeds(g, kv, mha_kv) -> list:
     """Seeds where the model with `kv` KV heads and the MHA model both passed their checks and show
     task behaviour (for the MHA row itself: where it does)."""
-    ok = lambda k: set(g[(g["kv_heads"] == k) & g["used"]]["seed"])  # noqa: E731
+    import polars as pl
+
+    ok = lambda k: set(g.filter((pl.col("kv_heads") == k) & pl.col("used"))["seed"].to_list())  # noqa: E731
     return sorted(ok(kv) & ok(mha_kv))
 
 
@@ -165,21 +164,23 @@ def summarize(pm, ci: float = 0.95):
     KV-head count's paired comparison with MHA (both passed their checks and show task behaviour),
     so a row and its paired test describe the same toys. Counted, not used: toys that failed their
     checks (excluded_seeds) and toys without task behaviour (no_behaviour_seeds)."""
-    import pandas as pd
+    import polars as pl
+
+    from .io import frame
 
     rows = []
-    for size, gs in pm.groupby("size", sort=False):
+    for (size,), gs in pm.group_by("size", maintain_order=True):
         mha_kv = _mha_kv(gs)
-        for kv, g in gs.groupby("kv_heads", sort=False):
+        for (kv,), g in gs.group_by("kv_heads", maintain_order=True):
             seeds = _pair_seeds(gs, int(kv), mha_kv)
-            used = g[g["seed"].isin(seeds)]
+            used = g.filter(pl.col("seed").is_in(seeds))
             row = {"size": size, "kv_heads": int(kv), "n_seeds": len(seeds), "seeds": " ".join(map(str, seeds)),
                    "excluded_seeds": int((~g["accepted"]).sum()),
                    "no_behaviour_seeds": int((g["accepted"] & ~g["task_behaviour"]).sum()),
-                   "n_units": int(g["n_units"].iloc[0]), "clean_metric": g["clean_metric"].iloc[0],
+                   "n_units": int(g["n_units"][0]), "clean_metric": g["clean_metric"][0],
                    **_describe(used, ci)}
             rows.append(row)
-    return pd.DataFrame(rows).sort_values(["size", "kv_heads"], ascending=[True, False]).reset_index(drop=True)
+    return frame(rows).sort(["size", "kv_heads"], descending=[False, True], maintain_order=True)
 
 
 def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
@@ -191,29 +192,34 @@ def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
     above every observed value at or below their bound; two censored values tie). Every p-value of
     the table is adjusted together (`p_adjust`: holm, or bh), and the verdict uses the adjusted p."""
     import numpy as np
-    import pandas as pd
+    import polars as pl
     from scipy import stats
 
     from . import stats as S
+    from .io import frame
+
+    def by_seed(df, seeds):  # the rows of df for these seeds, in this order
+        return pl.DataFrame({"seed": pl.Series(seeds, dtype=df["seed"].dtype)}).join(
+            df, on="seed", how="left", maintain_order="left")
 
     rows = []
-    for size, g in pm.groupby("size", sort=False):
+    for (size,), g in pm.group_by("size", maintain_order=True):
         mha_kv = _mha_kv(g)
-        base = g[g["kv_heads"] == mha_kv].set_index("seed")
-        for kv in sorted(g["kv_heads"].unique(), reverse=True):
+        base = g.filter(pl.col("kv_heads") == mha_kv)
+        for kv in sorted(g["kv_heads"].unique().to_list(), reverse=True):
             if kv == mha_kv:
                 continue
-            other = g[g["kv_heads"] == kv].set_index("seed")
+            other = g.filter(pl.col("kv_heads") == kv)
             seeds = _pair_seeds(g, int(kv), mha_kv)
-            b, o = base.loc[seeds], other.loc[seeds]
+            b, o = by_seed(base, seeds), by_seed(other, seeds)
             row = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "n_pairs": len(seeds),
-                   "seeds": " ".join(map(str, seeds)), "clean_metric": g["clean_metric"].iloc[0]}
+                   "seeds": " ".join(map(str, seeds)), "clean_metric": g["clean_metric"][0]}
             for m in ("clean", "top_head_pct"):
-                row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(b[m], ci)
-                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(o[m], ci)
-            d = (o["top_head_pct"] - b["top_head_pct"]).to_numpy(float)
+                row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(_floats(b[m]), ci)
+                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(_floats(o[m]), ci)
+            d = _floats(o["top_head_pct"]) - _floats(b["top_head_pct"])
             mean, lo, hi = _interval(d, ci)
-            p = float(stats.ttest_rel(o["top_head_pct"], b["top_head_pct"]).pvalue) \
+            p = float(stats.ttest_rel(_floats(o["top_head_pct"]), _floats(b["top_head_pct"])).pvalue) \
                 if len(seeds) > 1 and np.std(d) > 0 else np.nan
             row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
                         "top_head_pct_p": p})
@@ -223,21 +229,22 @@ def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
             test = S.paired_censored(*_values(b, m), *_values(o, m))
             row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
                         f"{m}_p": test["p"], "_h80_stat": test["stat"],
-                        "censored_pairs": int((b["heads_to_80_censored"].to_numpy()
-                                               | o["heads_to_80_censored"].to_numpy()).sum())})
+                        "censored_pairs": int((b["heads_to_80_censored"].to_numpy().astype(bool)
+                                               | o["heads_to_80_censored"].to_numpy().astype(bool)).sum())})
             rows.append(row)
-    df = pd.DataFrame(rows)
+    df = frame(rows)
     if len(df) == 0:
         return df
     tests = ("top_head_pct_p", "heads_to_80_frac_p")
-    adj = S.P_ADJUST[p_adjust](df[list(tests)].to_numpy(float).ravel()).reshape(len(df), len(tests))
+    values = np.column_stack([_floats(df[c]) for c in tests])
+    adj = S.P_ADJUST[p_adjust](values.ravel()).reshape(len(df), len(tests))
     for j, col in enumerate(tests):
-        df.insert(df.columns.get_loc(col) + 1, f"{col}_{p_adjust}", adj[:, j])
-    df["n_tests"] = int(np.isfinite(df[list(tests)].to_numpy(float)).sum())
-    df["verdict"] = [_verdict([(np.sign(r["top_head_pct_diff"]), r[f"top_head_pct_p_{p_adjust}"]),
-                               (-np.sign(r["_h80_stat"]), r[f"heads_to_80_frac_p_{p_adjust}"])],
-                              alpha, p_adjust, r["n_pairs"]) for _, r in df.iterrows()]
-    return df.drop(columns="_h80_stat")
+        df = df.insert_column(df.columns.index(col) + 1, pl.Series(f"{col}_{p_adjust}", adj[:, j], dtype=pl.Float64))
+    df = df.with_columns(n_tests=pl.lit(int(np.isfinite(values).sum()), pl.Int64))
+    verdicts = [_verdict([(np.sign(r["top_head_pct_diff"]), r[f"top_head_pct_p_{p_adjust}"]),
+                          (-np.sign(r["_h80_stat"]), r[f"heads_to_80_frac_p_{p_adjust}"])],
+                         alpha, p_adjust, r["n_pairs"]) for r in df.iter_rows(named=True)]
+    return df.with_columns(verdict=pl.Series(verdicts, dtype=pl.String)).drop("_h80_stat")
 
 
 def _verdict(signs, alpha, p_adjust="holm", n_pairs=2) -> str:

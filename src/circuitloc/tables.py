@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from . import metrics as M
-from .ablation import short_label, unit_kind
+from . import io
+from .ablation import rank, short_label, unit_kind
+from .io import frame
 from .tasks.registry import task_of
 
 
-def _unit_label(row) -> str:
-    return short_label(row["unit"], row["layer"], row["head"])
+# the column that names the top unit, by what it holds
+TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}
+
+
+def _top_label(row) -> dict:
+    """{top_head | top_kv_group | top_layer: the unit's short label} for a scores or curve row."""
+    return {TOP_COLUMN[unit_kind(row["unit"])]: short_label(row["unit"], row["layer"], row["head"])}
 
 
 def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
@@ -22,51 +31,57 @@ def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
     return bool(np.isfinite(span) and span > 0)
 
 
-def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pd.DataFrame:
+def _has_value(col: pl.Series) -> bool:
+    """Any entry neither null nor NaN."""
+    return (col.fill_nan(None) if col.dtype.is_float() else col).drop_nulls().len() > 0
+
+
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pl.DataFrame:
     t = task_of(task)
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
-        top = s.loc[s["drop"].idxmax()]
+        top = rank(s).row(0, named=True)
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
-               f"baseline_{t.metric_name}": float(c["clean"].iloc[0]), "curve_prompts": int(c["n_prompts"].iloc[0]),
-               "top_head": _unit_label(top), "top_head_score": float(top["drop"]),
+               f"baseline_{t.metric_name}": float(c["clean"][0]), "curve_prompts": int(c["n_prompts"][0]),
+               **_top_label(top), "top_head_score": float(top["drop"]),
                # % of the way to 'task gone': drop / clean for LD and accuracy; for the induction loss,
                # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
                "top_head_pct": 100 * float(top["damage"]),
                "top_head_damage": float(top["damage"])}
-        if "drop_lo" in s:  # bootstrap over the scoring prompts
+        if "drop_lo" in s.columns:  # bootstrap over the scoring prompts
             row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
         for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
-            row[f"{extra}_clean"] = float(s[f"{extra}_clean"].iloc[0])
+            row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
-            cm = c[c["method"] == method].sort_values("step")
+            cm = c.filter(pl.col("method") == method).sort("step")
             if len(cm) == 0:
                 continue
-            h = M.heads_to_threshold(cm["damage"].to_numpy(), threshold)
+            h, bounded = M.heads_to(cm["damage"].to_numpy(), threshold)
             suffix = "" if method == "ranked" else "_greedy"
-            row[f"heads_to_80{suffix}"] = M.format_heads_to(h, len(cm))
-            row[f"heads_to_80{suffix}_frac"] = h / len(s) if h is not None else np.nan
+            row[f"heads_to_80{suffix}"] = h
+            row[f"heads_to_80{suffix}_bounded"] = bounded  # more than h: the curve never reached the threshold
+            row[f"heads_to_80{suffix}_frac"] = np.nan if bounded else h / len(s)
         row.update(M.concentration(s["drop"].to_numpy()))
-        if "aligned" in s and s["aligned"].notna().any():  # mean / resample: share of aligned replacements
-            row["aligned"] = float(s["aligned"].iloc[0])
-        row["unit_kind"] = unit_kind(top["unit"])  # what top_head names: a query head, kv group or layer
-        row["task_behaviour"] = task_behaviour(float(c["clean"].iloc[0]), float(c["floor"].iloc[0]),
-                                               t.higher_is_better) if "floor" in c else None
+        if "aligned" in s.columns and _has_value(s["aligned"]):  # mean / resample: share of aligned replacements
+            row["aligned"] = float(s["aligned"][0])
+        row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
+        row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]),
+                                               t.higher_is_better) if "floor" in c.columns else None
         rows.append(row)
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
-def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pd.DataFrame:
+def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pl.DataFrame:
     t = task_of(task)
     rows = []
     for model, card in cards.items():
         c = curves[model]
-        first = c[(c["method"] == "ranked") & (c["step"] == 1)].iloc[0]
+        first = c.filter((pl.col("method") == "ranked") & (pl.col("step") == 1)).row(0, named=True)
         clean = float(first["clean"])
         ablated = float(first[t.metric_name])
         floor = float(first["floor"])
@@ -75,7 +90,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         rows.append({
             "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
-            "top_head": short_label(first["unit"], first["layer"], first["head"]),
+            **_top_label(first),
             f"{t.metric_name}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]),
             # a sign flip of a logit difference that was never positive says nothing: left empty
@@ -87,12 +102,30 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             "task_behaviour": behaves,
         })
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
-def to_markdown(df: pd.DataFrame, title: str) -> str:
-    fmt = df.copy()
-    for col in fmt.columns:
-        if fmt[col].dtype.kind == "f":
-            fmt[col] = fmt[col].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
-    return f"### {title}\n\n" + fmt.to_markdown(index=False, disable_numparse=True) + "\n"
+def to_markdown(df: pl.DataFrame, title: str) -> str:
+    """A titled pipe table: floats to 4 significant digits, NaN and null empty; a count with a
+    `{column}_bounded` flag beside it is written '> K' where bounded (the flag column is not shown)."""
+    from tabulate import tabulate
+
+    flags = {c: f"{c}_bounded" for c in df.columns if df.schema.get(f"{c}_bounded") == pl.Boolean}
+    shown = [c for c in df.columns if c not in flags.values()]
+
+    def cell(v, c, is_float, bounded):
+        if v is None or (is_float and math.isnan(v)):
+            return ""
+        if c in flags:
+            return M.heads_to_label(v, bool(bounded))
+        return f"{v:.4g}" if is_float else v
+
+    floats = {c: t.is_float() for c, t in df.schema.items()}
+    rows = [[cell(r[c], c, floats[c], r.get(flags.get(c))) for c in shown] for r in df.iter_rows(named=True)]
+    return f"### {title}\n\n" + tabulate(rows, headers=shown, tablefmt="pipe", disable_numparse=True) + "\n"
+
+
+def write_table(df: pl.DataFrame, csv, md, title: str) -> None:
+    """A table as CSV (`io.write_csv`) and as titled markdown (`to_markdown`), both atomically."""
+    io.write_csv(df, csv)
+    io.write_text(to_markdown(df, title), md)

@@ -2,7 +2,8 @@ import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or
 from circuitloc.io import read_json
 from circuitloc.pipeline import build_dataset, run, setup
 
-setup(snakemake.log[0], snakemake.threads, snakemake.params.seed)
-run(build_dataset, snakemake.wildcards.task, run(read_json, snakemake.input.card), snakemake.params.cfg,
-    snakemake.params.seed, snakemake.output.data, snakemake.output.filter, snakemake.params.batch_tokens,
-    snakemake.params.device, dict(snakemake.input.items()))
+setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.seed)
+run(build_dataset, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.input.card),
+    cfg=snakemake.params.cfg, seed=snakemake.params.seed, out_parquet=snakemake.output.data,
+    out_filter=snakemake.output.filter, batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device,
+    inputs=dict(snakemake.input.items()))

@@ -1,5 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 from circuitloc.pipeline import build_model, run, setup
 
-setup(snakemake.log[0], snakemake.threads)
-run(build_model, snakemake.wildcards.model, snakemake.params.spec, snakemake.output.card, snakemake.params.weights)
+setup(log_path=snakemake.log[0], threads=snakemake.threads)
+run(build_model, name=snakemake.wildcards.model, spec=snakemake.params.spec, card_path=snakemake.output.card,
+    weights_dir=snakemake.params.weights)

@@ -1,5 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.pipeline import fig_scale, run, setup
+from circuitloc.figures import fig_scale
+from circuitloc.pipeline import run, setup
 
-setup(snakemake.log[0])
-run(fig_scale, snakemake.wildcards.ablation, dict(zip(snakemake.params.tasks, snakemake.input.tables)), snakemake.output.png, snakemake.output.pdf)
+setup(log_path=snakemake.log[0])
+run(fig_scale, tables=dict(zip(snakemake.params.tasks, snakemake.input.tables)), png=snakemake.output.png,
+    pdf=snakemake.output.pdf)

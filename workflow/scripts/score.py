@@ -2,7 +2,8 @@ import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or
 from circuitloc.io import read_json
 from circuitloc.pipeline import run, score, setup
 
-setup(snakemake.log[0], snakemake.threads)
-run(score, snakemake.wildcards.task, run(read_json, snakemake.input.card), snakemake.input.data,
-    snakemake.wildcards.ablation, snakemake.output.scores, snakemake.output.prompts, snakemake.params.batch_tokens,
-    snakemake.params.device, snakemake.params.opts, snakemake.params.bootstrap)
+setup(log_path=snakemake.log[0], threads=snakemake.threads)
+run(score, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.input.card),
+    dataset=snakemake.input.data, ablation=snakemake.wildcards.ablation, out_parquet=snakemake.output.scores,
+    out_prompts=snakemake.output.prompts, batch_tokens=snakemake.params.batch_tokens,
+    device=snakemake.params.device, opts=snakemake.params.opts, bootstrap=snakemake.params.bootstrap)

@@ -2,8 +2,9 @@ import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or
 from circuitloc.io import read_json
 from circuitloc.pipeline import run, setup, specificity
 
-setup(snakemake.log[0], snakemake.threads, snakemake.params.opts["seed"])
+setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.opts["seed"])
 tasks = snakemake.params.tasks
-run(specificity, run(read_json, snakemake.input.card), snakemake.wildcards.ablation, dict(zip(tasks, snakemake.input.data)),
-    dict(zip(tasks, snakemake.input.scores)), snakemake.input.neutral, snakemake.output[0],
-    snakemake.params.batch_tokens, snakemake.params.device, snakemake.params.opts)
+run(specificity, card=run(read_json, snakemake.input.card), ablation=snakemake.wildcards.ablation,
+    datasets=dict(zip(tasks, snakemake.input.data)), scores=dict(zip(tasks, snakemake.input.scores)),
+    neutral_path=snakemake.input.neutral, out_parquet=snakemake.output[0],
+    batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device, opts=snakemake.params.opts)

@@ -1,5 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.pipeline import run, setup, write_specificity_table
+from circuitloc.pipeline import run, setup
+from circuitloc.writers import write_specificity_table
 
-setup(snakemake.log[0])
-run(write_specificity_table, list(snakemake.input), snakemake.output.csv, snakemake.output.md)
+setup(log_path=snakemake.log[0])
+run(write_specificity_table, parts=list(snakemake.input), out_csv=snakemake.output.csv, out_md=snakemake.output.md)

@@ -1,6 +1,10 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.pipeline import run, setup, write_stability
+from circuitloc.figures import fig_stability
+from circuitloc.pipeline import run, setup
+from circuitloc.writers import write_stability
 
-setup(snakemake.log[0])
-run(write_stability, snakemake.wildcards.task, snakemake.params.entries, snakemake.params.primary,
-    snakemake.output.csv, snakemake.output.md, snakemake.output.png, snakemake.output.pdf)
+setup(log_path=snakemake.log[0])
+task, primary, out = snakemake.wildcards.task, snakemake.params.primary, snakemake.output
+panels = run(write_stability, task=task, entries=snakemake.params.entries, primary=primary, out_csv=out.csv,
+             out_md=out.md)
+run(fig_stability, task=task, primary=primary, panels=panels, png=out.png, pdf=out.pdf)

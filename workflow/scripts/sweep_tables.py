@@ -1,8 +1,12 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.pipeline import run, setup, write_sweep
+from circuitloc.figures import fig_sweep
+from circuitloc.pipeline import run, setup
+from circuitloc.writers import write_sweep
 
-setup(snakemake.log[0])
-out = snakemake.output
-run(write_sweep, snakemake.wildcards.task, snakemake.wildcards.ablation, snakemake.input.table1,
-    dict(zip(snakemake.params.models, snakemake.input.cards)), snakemake.params.meta, snakemake.params.ci,
-    out.csv, out.md, out.paired, out.paired_md, out.png, out.pdf, snakemake.params.stats)
+setup(log_path=snakemake.log[0])
+task, ablation, ci, out = snakemake.wildcards.task, snakemake.wildcards.ablation, snakemake.params.ci, snakemake.output
+summary, per_model = run(write_sweep, task=task, ablation=ablation, table1_csv=snakemake.input.table1,
+                         cards=dict(zip(snakemake.params.models, snakemake.input.cards)), meta=snakemake.params.meta,
+                         ci=ci, out_csv=out.csv, out_md=out.md, out_paired_csv=out.paired,
+                         out_paired_md=out.paired_md, opts=snakemake.params.stats)
+run(fig_sweep, task=task, ablation=ablation, ci=ci, summary=summary, per_model=per_model, png=out.png, pdf=out.pdf)

@@ -34,7 +34,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from ..checkpoints import CHECKPOINT_FILES, checkpoint_files
@@ -129,21 +129,20 @@ def pseudo_words(n: int, seed: int, exclude=()) -> list[str]:
     return out
 
 
-def select_facts(facts_df: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+def select_facts(facts_df: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     """The taught facts: eligible ones (one-word answer, natural prompt not shared with a
     different answer), in a seeded shuffle, first `n`."""
-    df = facts_df.reset_index(drop=True).copy()
-    df["natural"] = df["natural"].str.strip()
-    df["answer"] = df["answer"].str.strip()
-    one_word = df["answer"].map(lambda a: len(_words(a)) == 1)
-    n_answers = df.groupby("natural")["answer"].transform("nunique")
-    ok = one_word & (n_answers == 1) & (df["natural"].str.len() > 0)
-    df = df[ok].drop_duplicates("natural")
+    df = facts_df.with_columns(pl.Series("natural", [t.strip() for t in facts_df["natural"]], dtype=pl.String),
+                               pl.Series("answer", [t.strip() for t in facts_df["answer"]], dtype=pl.String))
+    one_word = pl.Series([len(_words(a)) == 1 for a in df["answer"]], dtype=pl.Boolean)
+    ok = one_word & (df.select(pl.col("answer").n_unique().over("natural"))["answer"] == 1) \
+        & (df["natural"].str.len_chars() > 0)
+    df = df.filter(ok).unique(subset="natural", keep="first", maintain_order=True)
     order = np.random.default_rng(np.random.SeedSequence([seed, 0xFAC75])).permutation(len(df))
-    return df.iloc[order[:n]].reset_index(drop=True)
+    return df[order[:n]]
 
 
-def build_tokenizer(ioi_res: dict, taught: pd.DataFrame, pool_size: int, seed: int):
+def build_tokenizer(ioi_res: dict, taught: pl.DataFrame, pool_size: int, seed: int):
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
@@ -207,7 +206,7 @@ def _counts(mix: dict, batch: int) -> dict:
     return dict(zip(keys, n.tolist()))
 
 
-def training_ioi(s: dict, ioi_res: dict) -> pd.DataFrame:
+def training_ioi(s: dict, ioi_res: dict) -> pl.DataFrame:
     """Every IOI sentence the training stream draws from (held-out checks exclude them)."""
     n_ioi = max(_counts(s["mix"], int(s["batch"]))["ioi"] * int(s["steps"]), 1)
     return ioi_task.generate(n_ioi, seed=1_000_000 + int(s["seed"]), resources=ioi_res)
@@ -276,7 +275,7 @@ class Evaluator:
         self.pad = tok.pad_token_id
         n = int(e["n_ioi"])
         raw = ioi_task.generate(4 * n + 50, seed=2_000_000 + seed, resources=ioi_res)
-        raw = raw[~raw["prompt"].isin(train_ioi_text)]
+        raw = raw.filter(~pl.col("prompt").is_in(list(train_ioi_text)))
         self.ioi, _ = ioi_task.build(raw, tok, True, n, 0, seed)
         cand = induction_task.candidate_tokens(tok)
         self.ind = induction_task.sequences(cand, int(e["n_induction"]), e["prefix_len"], e["suffix_len"],
@@ -286,13 +285,13 @@ class Evaluator:
     def __call__(self, model) -> dict:
         was = model.training
         model.eval()
-        li = last_logits(model, list(self.ioi["input_ids"]), self.pad)
-        ld = ioi_task.metric(li, {"io_id": torch.tensor(self.ioi["io_id"].values),
-                                  "s_id": torch.tensor(self.ioi["s_id"].values)})
-        ln = last_logits(model, list(self.ind["input_ids"]), self.pad)
-        icl = induction_task.metric(ln, {"b_id": torch.tensor(self.ind["b_id"].values)})
-        lf = last_logits(model, list(self.facts["input_ids"]), self.pad)
-        fa = facts_task.metric(lf, {"answer_id": torch.tensor(self.facts["answer_id"].values)})
+        li = last_logits(model, self.ioi["input_ids"].to_list(), self.pad)
+        ld = ioi_task.metric(li, {"io_id": torch.tensor(self.ioi["io_id"].to_numpy()),
+                                  "s_id": torch.tensor(self.ioi["s_id"].to_numpy())})
+        ln = last_logits(model, self.ind["input_ids"].to_list(), self.pad)
+        icl = induction_task.metric(ln, {"b_id": torch.tensor(self.ind["b_id"].to_numpy())})
+        lf = last_logits(model, self.facts["input_ids"].to_list(), self.pad)
+        fa = facts_task.metric(lf, {"answer_id": torch.tensor(self.facts["answer_id"].to_numpy())})
         model.train(was)
         return {"ioi_ld": float(ld.mean()), "ioi_acc": float((ld > 0).float().mean()),
                 "icl_loss": float(icl.mean()), "facts_acc": float(fa.mean()),
@@ -409,9 +408,8 @@ def _train(s: dict, out_dir: Path, log) -> dict:
         model.config.use_cache = True
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        write_json({"facts": [{"subject": r.subject, "relation": r.relation, "domain": r.domain,
-                               "answer": r.answer, "natural": r.natural}
-                              for r in taught.itertuples()]}, tmp / "toy_facts.json")
+        write_json({"facts": [{k: r[k] for k in ("subject", "relation", "domain", "answer", "natural")}
+                              for r in taught.iter_rows(named=True)]}, tmp / "toy_facts.json")
         write_json({**result, "history": history}, tmp / "toy_checks.json")
     return result
 
@@ -442,7 +440,7 @@ def from_checkpoint(spec: dict, out_dir, log=print) -> dict:
     try:
         stored = json.loads((ck / "toy_checks.json").read_text())
         recipe = stored["recipe"]
-        taught = pd.DataFrame(json.loads((ck / "toy_facts.json").read_text())["facts"])
+        taught = pl.DataFrame(json.loads((ck / "toy_facts.json").read_text())["facts"])
     except (ValueError, KeyError, TypeError) as e:
         raise ToyTrainingError(f"toy checkpoint {ck}: toy_checks.json or toy_facts.json unreadable "
                                f"({type(e).__name__}: {e})") from e

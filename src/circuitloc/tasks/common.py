@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import polars as pl
 import torch
 
 
@@ -31,6 +33,17 @@ def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
         ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
     last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
     return ids, last
+
+
+def sample_rows(n_rows: int, k: int, seed: int) -> np.ndarray:
+    """k distinct row positions out of n_rows, drawn as pandas' DataFrame.sample(n=k, random_state=seed)
+    drew them (numpy's legacy RandomState), so a seed picks the same rows as it always did."""
+    return np.random.RandomState(seed).choice(n_rows, size=k, replace=False)
+
+
+def mark_scoring(df: pl.DataFrame, n_score: int) -> pl.DataFrame:
+    """`score`: True on the first n_score rows, the prompts that per-unit scores use."""
+    return df.with_columns(score=pl.int_range(pl.len()) < int(n_score))
 
 
 def pad_id(tokenizer) -> int:

@@ -4,41 +4,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+import polars as pl
 import torch
 
 from ..errors import DatasetError
-from .common import encode, single_token
+from .common import encode, mark_scoring, sample_rows, single_token
 
 FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv"
 COLUMNS = ["domain", "subject", "relation", "answer", "natural", "qa"]
 
 
-def load(path=None) -> pd.DataFrame:
+def load(path=None) -> pl.DataFrame:
     path = Path(path) if path else FACTS
     if not path.exists():
         raise DatasetError(f"facts file not found: {path}")
-    df = pd.read_csv(path, sep="\t", keep_default_na=False, dtype=str)
+    df = pl.read_csv(path, separator="\t", infer_schema=False, empty_string_is_null=False)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise DatasetError(f"{path}: missing columns {missing}")
-    df["qa"] = df["qa"].str.replace("\\n", "\n", regex=False)
-    return df
+    return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
 
 
-def build(facts: pd.DataFrame, tokenizer, prepend_bos: bool, form: str):
+def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
     """Per-model candidates before the knowledge filter: the answer must be one token."""
     if form not in ("natural", "qa"):
         raise DatasetError(f"facts prompt form must be 'natural' or 'qa', got {form!r}")
     counts = {"input": int(len(facts))}
-    df = facts.copy()
-    df["prompt"] = df[form]
-    df["answer_id"] = [single_token(tokenizer, a) for a in df["answer"]]
-    ok = df["answer_id"].notna()
+    df = facts.with_columns(pl.col(form).alias("prompt"),
+                            pl.Series("answer_id", [single_token(tokenizer, a) for a in facts["answer"]],
+                                      dtype=pl.Int64))
+    ok = df["answer_id"].is_not_null()
     counts["dropped_multitoken_answer"] = int((~ok).sum())
-    df = df[ok].reset_index(drop=True)
-    df["answer_id"] = df["answer_id"].astype("int64")
-    df["input_ids"] = [encode(tokenizer, p, prepend_bos) for p in df["prompt"]]
+    df = df.filter(ok)
+    df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
+                                   dtype=pl.List(pl.Int64)))
     return df, counts
 
 
@@ -55,3 +54,38 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
 def logprob(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     logp = torch.log_softmax(last_logits.float(), dim=-1)
     return logp[torch.arange(logp.shape[0]), batch["answer_id"]]
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str, last_logits,
+                  path=None):
+    """The facts this model knows: one-token answers in the model's top `top_k` (config) at the
+    prompt's last position, in a seeded shuffle, the first n_score marked for scoring.
+    `last_logits(rows)`: the model's clean last-position logits on those rows; `path`: the facts
+    file (default: config `path`, else the shipped set). Returns (rows, counts)."""
+    df, counts = build(load(path or cfg.get("path")), tokenizer, prepend_bos, form)
+    ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
+    counts["dropped_not_in_top_k"] = int((~ok).sum().item())
+    df = df.filter(pl.Series(ok.numpy()))
+    df = df[sample_rows(len(df), len(df), seed)]  # a seeded shuffle
+    counts["kept"] = len(df)
+    return mark_scoring(df, int(cfg["n_score"])), counts
+
+
+KEY = ["domain", "subject", "relation"]  # what makes two models' facts the same fact
+
+
+def shared_dataset(model: str, frames: dict, n_score: int):
+    """facts_shared: the rows of `model`'s facts dataset that every model of its family knows
+    (frames: {member: its facts dataset}, matched on domain, subject and relation), the first
+    n_score marked for scoring. Returns (rows, counts)."""
+    shared = None
+    for f in frames.values():
+        k = set(f.select(KEY).iter_rows())
+        shared = k if shared is None else shared & k
+    df = frames[model]
+    out = df.filter(pl.Series([r in shared for r in df.select(KEY).iter_rows()], dtype=pl.Boolean))
+    if len(out) == 0:
+        raise DatasetError(f"facts_shared/{model}: no fact is known by every model of its family "
+                           f"({sorted(frames)})")
+    return mark_scoring(out, n_score), {"family_members": sorted(frames), "input": len(df),
+                                        "dropped_not_shared": len(df) - len(out), "kept": len(out)}

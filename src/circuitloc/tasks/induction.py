@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from ..errors import DatasetError
+from .common import mark_scoring
 
 _SPACED = re.compile(r" [a-z]{3,10}")
 _BARE = re.compile(r"[a-z]{3,10}")
@@ -29,7 +30,7 @@ def candidate_tokens(tokenizer, min_count: int = 200) -> list[int]:
     return bare
 
 
-def sequences(candidates: list[int], n: int, prefix_len, suffix_len, seed: int, bos_id: int | None) -> pd.DataFrame:
+def sequences(candidates: list[int], n: int, prefix_len, suffix_len, seed: int, bos_id: int | None) -> pl.DataFrame:
     """Every token in a sequence is distinct except the repeated A; the matched no-repeat sequence
     replaces the first [A][B] with two fresh tokens and keeps the same target B."""
     rng = np.random.default_rng(seed)
@@ -45,10 +46,22 @@ def sequences(candidates: list[int], n: int, prefix_len, suffix_len, seed: int, 
         norep = head + prefix + [x, y] + suffix + [a]
         rows.append({"input_ids": seq, "norep_ids": norep, "a_id": a, "b_id": b,
                      "b_pos": len(head) + p + 1, "prefix_len": p, "suffix_len": s})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows, schema={"input_ids": pl.List(pl.Int64), "norep_ids": pl.List(pl.Int64),
+                                      "a_id": pl.Int64, "b_id": pl.Int64, "b_pos": pl.Int64,
+                                      "prefix_len": pl.Int64, "suffix_len": pl.Int64})
 
 
 def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     """Per-sequence ICL loss: cross-entropy of B at the last position (lower is better)."""
     logp = torch.log_softmax(last_logits.float(), dim=-1)
     return -logp[torch.arange(logp.shape[0]), batch["b_id"]]
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int):
+    """n sequences over the model's own word tokens, the first n_score marked for scoring.
+    Returns (rows, counts)."""
+    cands = candidate_tokens(tokenizer)
+    df = sequences(cands, int(cfg["n"]), cfg["prefix_len"], cfg["suffix_len"], seed,
+                   tokenizer.bos_token_id if prepend_bos else None)
+    df = mark_scoring(df, int(cfg["n_score"]))
+    return df, {"input": len(df), "candidate_tokens": len(cands), "kept": len(df), "requested": int(cfg["n"])}

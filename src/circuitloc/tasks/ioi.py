@@ -14,16 +14,17 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import torch
 
 from ..errors import DatasetError
-from .common import encode, single_token
+from .common import encode, mark_scoring, sample_rows, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
 FAHAMU_REPO = "fahamu/ioi"
 FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
 FAHAMU_COLUMN = "ioi_sentences"
+ROWS = {"prompt": pl.String, "io": pl.String, "s": pl.String, "order": pl.String, "template": pl.Int64}
 
 
 def _lines(path: Path) -> list[str]:
@@ -59,7 +60,7 @@ def load_resources(root=None) -> dict[str, list[str]]:
     return {k: _lines(root / f"{k}.txt") for k in ("templates", "names", "places", "objects")}
 
 
-def generate(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
+def generate(n: int, seed: int, resources: dict | None = None) -> pl.DataFrame:
     """ABBA and BABA sentences in equal numbers, from the shipped templates."""
     res = resources or load_resources()
     rng = random.Random(seed)
@@ -75,7 +76,7 @@ def generate(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
         text = text.replace("{S}", s).replace("{IO}", io)
         text = text.replace("{PLACE}", rng.choice(res["places"])).replace("{OBJECT}", rng.choice(res["objects"]))
         rows.append({"prompt": text, "io": io, "s": s, "order": order, "template": res["templates"].index(tpl)})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows, schema=ROWS)
 
 
 # -- fahamu/ioi ------------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ _SLOTS = {"{IO}": ("io", r"[A-Z][\w'-]*"), "{S}": ("s", r"[A-Z][\w'-]*"),
           "{OBJECT}": ("object", r"[a-z][\w'-]*(?: [a-z][\w'-]*)*?")}
 
 
-def synthetic_fahamu(n: int, seed: int, resources: dict | None = None) -> pd.DataFrame:
+def synthetic_fahamu(n: int, seed: int, resources: dict | None = None) -> pl.DataFrame:
     """fahamu/ioi-like rows drawn from its 30 templates and the shipped names, places and objects:
     the truth (prompt, io, s, order, template) and the full `sentence` as the dataset stores it
     (final name included, every third with a full stop). For tests and bench/, offline."""
@@ -97,7 +98,7 @@ def synthetic_fahamu(n: int, seed: int, resources: dict | None = None) -> pd.Dat
         prompt = fill(templates[k], io, s, rng.choice(res["places"]), rng.choice(res["objects"]))
         rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k,
                      "sentence": f"{prompt} {io}" + ("." if i % 3 == 0 else "")})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows, schema={**ROWS, "sentence": pl.String})
 
 
 def template_pattern(template: str) -> re.Pattern:
@@ -114,7 +115,7 @@ def template_pattern(template: str) -> re.Pattern:
     return re.compile("".join(parts) + r"\s*\.?")
 
 
-def match_templates(sentences, templates: list[str]) -> tuple[pd.DataFrame, int]:
+def match_templates(sentences, templates: list[str]) -> tuple[pl.DataFrame, int]:
     """Each sentence's template, IO and S: rows (prompt, io, s, order, template) for the sentences
     that match one template exactly (IO and S distinct), and the number that match none."""
     patterns = [template_pattern(t) for t in templates]
@@ -139,8 +140,7 @@ def match_templates(sentences, templates: list[str]) -> tuple[pd.DataFrame, int]
         prompt = fill(templates[k], io, s, m["place"] if "place" in m.re.groupindex else "",
                       m["object"] if "object" in m.re.groupindex else "")
         rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
-    cols = ["prompt", "io", "s", "order", "template"]
-    return pd.DataFrame(rows, columns=cols).astype({"template": "int64"}), unmatched
+    return pl.DataFrame(rows, schema=ROWS), unmatched
 
 
 def fahamu_path(source: dict) -> Path:
@@ -201,29 +201,48 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
     return rows, counts
 
 
-def build(raw: pd.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
+def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
     """Keep sentences whose IO and S are single tokens for this tokenizer; sample n; mark n_score."""
     counts = {"input": int(len(raw))}
-    df = raw.drop_duplicates("prompt").copy()
+    df = raw.unique(subset="prompt", keep="first", maintain_order=True)
     counts["dropped_duplicate"] = counts["input"] - len(df)
-    df["io_id"] = [single_token(tokenizer, w) for w in df["io"]]
-    df["s_id"] = [single_token(tokenizer, w) for w in df["s"]]
-    ok = df["io_id"].notna() & df["s_id"].notna()
+    df = df.with_columns(pl.Series("io_id", [single_token(tokenizer, w) for w in df["io"]], dtype=pl.Int64),
+                         pl.Series("s_id", [single_token(tokenizer, w) for w in df["s"]], dtype=pl.Int64))
+    ok = df["io_id"].is_not_null() & df["s_id"].is_not_null()
     counts["dropped_multitoken_name"] = int((~ok).sum())
-    df = df[ok]
+    df = df.filter(ok)
     if len(df) == 0:
         raise DatasetError("no IOI sentence survives the single-token name filter for this tokenizer")
-    df = df.sample(n=min(n, len(df)), random_state=seed).reset_index(drop=True)
+    df = df[sample_rows(len(df), min(n, len(df)), seed)]
     counts["kept"] = int(len(df))
     counts["requested"] = int(n)
-    df["io_id"] = df["io_id"].astype("int64")
-    df["s_id"] = df["s_id"].astype("int64")
-    df["input_ids"] = [encode(tokenizer, p, prepend_bos) for p in df["prompt"]]
-    df["score"] = df.index < n_score
-    return df, counts
+    df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
+                                   dtype=pl.List(pl.Int64)))
+    return mark_scoring(df, n_score), counts
 
 
 def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     """Per-prompt logit difference logit(IO) - logit(S) at the last position."""
     idx = torch.arange(last_logits.shape[0])
     return last_logits[idx, batch["io_id"]] - last_logits[idx, batch["s_id"]]
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None):
+    """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
+    generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
+    n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,
+    ioi_names, ... or ioi_fahamu_templates and fahamu); their directory is the resource directory.
+    Returns (rows, counts)."""
+    inputs = inputs or {}
+    src = cfg.get("source") or {}
+    declared = inputs.get("ioi_templates") or inputs.get("ioi_fahamu_templates")
+    res_dir = os.path.dirname(declared) if declared else None
+    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
+    if src.get("kind") == "fahamu":
+        path = fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
+        raw, read_counts = read_fahamu(path, pool, seed, load_fahamu_templates(res_dir))
+        read_counts = {"source": str(path), **read_counts}
+    else:
+        raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
+    df, counts = build(raw, tokenizer, prepend_bos, int(cfg["n"]), int(cfg["n_score"]), seed)
+    return df, {**read_counts, **counts}

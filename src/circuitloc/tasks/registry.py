@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import pandas as pd
+import polars as pl
 import torch
 
+from ..errors import DatasetError
 from ..scan import Prompts
 from . import facts, induction, ioi
 from .common import pad_right
@@ -40,11 +41,22 @@ def task_of(name: str) -> Task:
     return TASKS["facts" if name.startswith("facts") else name]
 
 
-def prompts(df: pd.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
-    ids, last = pad_right([list(x) for x in df[column]], pad)
+def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
+    ids, last = pad_right(df[column].to_list(), pad)
     fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
     return Prompts(ids, last, fields)
 
 
-def metrics(task: Task) -> dict:
-    return {task.metric_name: task.metric, **task.extra}
+def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None,
+                  form: str = "natural", last_logits: Callable | None = None):
+    """A task's dataset for one model, with its scoring rows marked: (rows, counts of what each
+    filter removed). `inputs`: the resource files the rule declares; facts needs `form` (natural or
+    qa) and `last_logits(rows)`, the model's clean last-position logits (its knowledge filter)."""
+    inputs = inputs or {}
+    if task_name == "ioi":
+        return ioi.build_dataset(tokenizer, prepend_bos, cfg, seed, inputs)
+    if task_name == "induction":
+        return induction.build_dataset(tokenizer, prepend_bos, cfg, seed)
+    if task_name == "facts":
+        return facts.build_dataset(tokenizer, prepend_bos, cfg, seed, form, last_logits, inputs.get("facts"))
+    raise DatasetError(f"unknown task {task_name!r}")

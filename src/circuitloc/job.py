@@ -1,0 +1,139 @@
+"""The ablation job: a model, a task's prompts and the scan engine with an ablation's replacement,
+as score, curve and specificity jobs use it; and the ranking of units those jobs share."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import polars as pl
+
+from . import ablation as A
+from . import io
+from .tasks.common import pad_id
+from .tasks.registry import prompts as to_prompts
+from .tasks.registry import task_of
+
+log = logging.getLogger("circuitloc")
+
+
+def engine_label(card: dict, task: str, ablation: str | None = None) -> str:
+    """Who an engine error is about: model (architecture, dtype), task and ablation."""
+    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}), task {task}"
+            + (f", ablation {ablation}" if ablation else ""))
+
+
+def dataset_columns(task_name: str) -> tuple:
+    """The columns a score or curve job reads from a task's dataset."""
+    task = task_of(task_name)
+    extra = ("norep_ids", "b_pos") if task.name == "induction" else ()
+    return ("input_ids", "score", *task.fields, *extra)
+
+
+def read_ranked(scores_path) -> pl.DataFrame:
+    """A scores table (parquet), its units in rank order (`ablation.rank`)."""
+    return A.rank(io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table"))
+
+
+class AblationJob:
+    """What a score, curve or specificity job holds: one model and task, the prompts it runs, the
+    scan engine over them and, for mean and resample ablation, each head's replacement output.
+
+    `task_name`: ioi, induction, facts, facts_shared or neutral; `card`: the model card; `dataset`:
+    the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query, mean-kv,
+    resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
+    the dataset), `prompts`, `scanner`, `units` (one dict per ablation unit), `aligned` (share of
+    prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
+    `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
+
+    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu",
+                 opts: dict | None = None, loaded=None, self_check: bool = True):
+        """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve). `opts`: the
+        config's `ablation` block (min_group) and seed; `loaded`: a (model, tokenizer) to reuse.
+        `self_check`: compare the engine with a plain forward of the model first (a few prompts)."""
+        from .models.load import load_engine
+        from .scan import VERIFIED, Scanner
+
+        opts = opts or {}
+        self.task = task_of(task_name)
+        self.card, self.device = card, device
+        self.kind, self.unit = A.parse_ablation(ablation)
+        self.model, self.tok = loaded or load_engine(card, device)
+        full_df = dataset if isinstance(dataset, pl.DataFrame) else \
+            io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset")
+        everyone = np.arange(len(full_df))
+        self.rows_in_full = everyone[full_df["score"].to_numpy()] if rows is None else everyone[rows]
+        self.df = full_df[self.rows_in_full]
+        self.pad = pad_id(self.tok)
+        self.prompts = to_prompts(self.df, self.task, self.pad)
+        self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
+        self.scanner.label = engine_label(card, task_name, ablation)
+        if card.get("architecture") not in VERIFIED:
+            log.warning("%s: architecture %s is not among those verified against TransformerLens (%s); "
+                        "relying on the engine's self-check", card["name"], card.get("architecture"),
+                        ", ".join(VERIFIED))
+        if self_check and len(self.prompts):
+            errors = self.scanner.self_check(self.prompts)
+            log.info("engine self-check %s: max |engine - plain forward| %s", self.scanner.label,
+                     {k: f"{v:.2g}" for k, v in errors.items()})
+        self.aligned = float("nan")
+        if self.kind != "zero":
+            self.scanner.replacement = self._replacement(full_df, int(opts.get("min_group", 8)),
+                                                         int(opts.get("seed", 0)))
+        self.units = A.units(card, self.unit)
+
+    def _replacement(self, full_df, min_group, seed) -> dict:
+        """Mean: per-position means within aligned groups of >= min_group prompts of the whole task set,
+        else the mean over positions. Resample: another prompt of the set, aligned where possible."""
+        from . import replacement as R
+
+        full = to_prompts(full_df, self.task, self.pad)
+        lengths = (full.last_pos + 1).numpy()
+        if self.kind == "mean":
+            groups = R.aligned_groups(full_df, self.task.align, lengths, min_group)
+            self.aligned = float((groups[self.rows_in_full] >= 0).mean())
+            return R.mean_replacement(self.scanner, full, self.rows_in_full, groups)
+        groups = R.aligned_groups(full_df, self.task.align, lengths, 2)
+        src = R.resample_sources(groups, lengths, self.rows_in_full, seed)
+        self.aligned = float(((groups[src] == groups[self.rows_in_full]) & (groups[src] >= 0)).mean())
+        return R.resample_replacement(self.scanner, full, self.rows_in_full, src)
+
+    @property
+    def bridge(self):
+        """TransformerLens' view of the same weights, built only when a job needs its hooks."""
+        from .models.load import bridge_over
+
+        if not hasattr(self, "_bridge"):
+            self._bridge = bridge_over(self.card, self.model, self.tok, self.device)
+        return self._bridge
+
+    def floor(self) -> float:
+        """The metric's value when the task is gone: 0 for LD and accuracy; for induction, the
+        loss on the matched no-repeat sequences."""
+        return float(self.floor_per_prompt().mean())
+
+    def floor_per_prompt(self):
+        """The floor per prompt (induction: each prompt's own no-repeat sequence), so that a
+        bootstrap resamples a ratio's denominator with its numerator."""
+        if self.task.name != "induction":
+            return np.zeros(len(self.df))
+        p = to_prompts(self.df, self.task, self.pad, column="norep_ids")
+        v = self.scanner.run(p, [{}], {self.task.metric_name: self.task.metric})[self.task.metric_name]
+        return v[0].numpy().astype(float)
+
+    def clean_per_prompt(self):
+        """The clean metric per prompt."""
+        return self.scanner.run(self.prompts, [{}], {"m": self.task.metric})["m"][0].numpy()
+
+
+def progress(total, label):
+    """A progress callback for the engine: logs runs done every 10 s and at the end."""
+    done = {"n": 0, "t": time.time(), "last": 0.0}
+
+    def tick(k):
+        done["n"] += k
+        if time.time() - done["last"] > 10 or done["n"] >= total - 1e-9:
+            done["last"] = time.time()
+            log.info("%s: %.0f/%d ablation runs (%.0f s)", label, done["n"], total, time.time() - done["t"])
+    return tick

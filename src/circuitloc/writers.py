@@ -1,0 +1,98 @@
+"""The table jobs: read the score, curve and analysis artifacts, build a table (`tables`,
+`analysis`, `sweep`) and write it as CSV and markdown (`tables.write_table`). The figures these
+jobs have beside their tables are drawn by `figures` from what the writers return."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import io
+from .tables import table1, table2, write_table
+
+
+def _read(paths: dict) -> dict:
+    return {m: io.read_parquet(p) for m, p in paths.items()}
+
+
+def _cards(paths: dict) -> dict:
+    return {m: io.read_json(p) for m, p in paths.items()}
+
+
+def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, threshold, out_csv, out_md):
+    """Table 1 (localization) of one task and ablation over the models (dicts model -> path)."""
+    write_table(table1(task, _cards(cards), _read(scores), _read(curves), threshold), out_csv, out_md,
+                f"Table 1 — {task}, {ablation} ablation")
+
+
+def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None):
+    """Table 2 (the top unit alone against random mid-layer units) of one task and ablation."""
+    df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None)
+    write_table(df, out_csv, out_md, f"Table 2 — {task}, {ablation} ablation: top head alone, and random "
+                                     "mid-layer heads as a control")
+
+
+def write_specificity_table(parts: list, out_csv, out_md):
+    """The specificity rows of every model and ablation in one table."""
+    df = pl.concat([io.read_parquet(p) for p in parts], how="diagonal_relaxed")
+    write_table(df, out_csv, out_md, "Specificity — each task's top unit ablated on every task (damage, 1 = task "
+                                     "gone) and on neutral text (% rise of next-token loss)")
+
+
+def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
+    """entries: dicts with model, card, ablation, prompts (per-prompt scores), dataset, and for
+    facts the per-model and shared unit scores. Returns the figure's panels, the primary ablation's
+    (title, {condition: unit, layer, head, drop}) (`figures.fig_stability`)."""
+    from . import analysis as AN
+
+    rows, panels = [], []
+    for e in entries:
+        e = {**e, "attention": io.read_json(e["card"])["attention"]}
+        if task == "facts":
+            if e.get("shared") is None:
+                rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
+                             "split": "fact set", "note": "no shared set (a family of one, or tasks.facts.shared: false)"})
+                continue
+            row, m = AN.shared_stability_row(e["model"], e["attention"], e["ablation"],
+                                             io.read_parquet(e["scores"]), io.read_parquet(e["shared"]))
+            r, mm = [row], [m]
+        else:
+            r, mm = AN.stability_rows(task, e["model"], e["attention"], e["ablation"],
+                                      io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
+        rows += r
+        if e["ablation"] == primary:
+            units = io.read_parquet(e["scores"]).select("unit", "layer", "head")
+            panels += [(title, {c: units.join(d, on="unit", how="left", maintain_order="left")
+                                for c, d in conds.items()}) for title, conds in mm]
+    write_table(io.frame(rows), out_csv, out_md, f"Stability — {task}: the same unit scores on two input conditions")
+    return panels
+
+
+def write_robustness(table1s: dict, out_csv, out_md):
+    """table1s: {(task, ablation): Table 1 CSV}: MHA vs GQA under every ablation kind and unit."""
+    from .analysis import robustness
+
+    write_table(robustness({k: io.read_csv(p) for k, p in table1s.items()}), out_csv, out_md,
+                "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
+
+
+def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
+                out_paired_md, opts: dict):
+    """The sweep's table and paired tests for one task and ablation. A toy that failed its held-out
+    checks (`acceptance.enforce: false` in a sweep) or shows no task behaviour is counted, never
+    used. opts: alpha and p_adjust (holm or bh) of the paired table (config `sweep:`, defaults in
+    config/schema.yaml). Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
+    from . import sweep as SW
+
+    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
+    pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
+    summary = SW.summarize(pm, ci)
+    pairs = SW.paired(pm, ci, float(opts["alpha"]), str(opts["p_adjust"]))
+    write_table(summary, out_csv, out_md, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% "
+                "t-interval across seeds per size and KV-head count (heads-to-80%: median, censored count), over "
+                "the seeds of each row's paired comparison with MHA")
+    n_tests = int(pairs["n_tests"][0]) if len(pairs) else 0
+    write_table(pairs, out_paired_csv, out_paired_md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
+                "against the MHA model of the same seed and size (top head: paired t-test; heads-to-80%: exact "
+                "sign-flip test on censoring-aware ranks; p adjusted by "
+                f"{opts['p_adjust']} over the {n_tests} tests of this table)")
+    return summary, pm
