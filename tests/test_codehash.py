@@ -225,21 +225,17 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
     planned = _planned_after_edit(finished, "circuitloc/models/toy.py", lambda t: _edit_function(t, "train_toy"))
     assert _planned(finished) == []  # the edit undone: up to date again, no rerun recorded
     affected = _rules_running(finished, "circuitloc/models/toy.py")
-    assert "model" in affected
+    assert affected == ["model"]  # only the model stage's script imports the toy trainer
     assert ("model", (("model", "tiny"),)) in planned
     downstream_of_tiny = _planned(finished, "--forcerun", "results/models/tiny/card.json")
     assert set(downstream_of_tiny) <= set(planned)
-    # exactly the jobs of the rules whose code includes toy.py, and what follows them (today every
-    # script imports circuitloc.pipeline, which imports the toy trainer inside build_model)
+    # exactly the jobs of the rules whose code includes toy.py, and what follows them
     assert planned == _planned(finished, "--forcerun", *affected)
 
 
 def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
-    """Only the figure and report jobs would rerun if only the figure scripts imported circuitloc.plots;
-    today every script imports circuitloc.pipeline, which imports plots inside its figure functions,
-    so the import closure of every script holds plots.py and the whole run is planned. The test
-    holds what is true either way: the jobs of the rules whose closure holds plots.py, and what
-    follows them."""
+    """A figure change reruns the jobs that draw figures and what follows them, never a model,
+    dataset, score or curve job."""
     text = (finished / "src" / "circuitloc" / "plots.py").read_text()
     name = next(n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
     planned = _planned_after_edit(finished, "circuitloc/plots.py", lambda t: _edit_function(t, name))
@@ -247,8 +243,7 @@ def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
     assert {"figures", "figure_scale"} <= set(affected)
     assert {"figures", "figure_scale", "report"} <= {rule for rule, _ in planned}
     assert planned == _planned(finished, "--forcerun", *affected)
-    if "model" not in affected:  # after pipeline.py is split, the models stage must not rerun
-        assert not any(rule == "model" for rule, _ in planned)
+    assert not {rule for rule, _ in planned} & {"model", "dataset", "scores", "curves", "specificity"}
 
 
 def test_cost_module_edit_plans_only_the_cost_table_and_report(finished):

@@ -7,16 +7,17 @@ import json
 
 import polars as pl
 import pytest
-
-from circuitloc import io
-from circuitloc import pipeline as P
-from circuitloc.job import read_ranked
-from circuitloc.console import explain_failures, last_error_line
-from circuitloc.errors import ArtifactError, NonFiniteError
-from circuitloc.scan import Scanner
-
 from helpers import card_for
 from workflow_helpers import copy_workflow, smk
+
+from circuitloc import datasets as D
+from circuitloc import io
+from circuitloc import pipeline as P
+from circuitloc import runner as R
+from circuitloc.console import explain_failures, last_error_line
+from circuitloc.errors import ArtifactError, NonFiniteError
+from circuitloc.job import read_ranked
+from circuitloc.scan import Scanner
 
 OPTS = {"min_group": 2, "seed": 0}
 
@@ -26,7 +27,7 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     """A card and an IOI dataset of the tiny Qwen2 model."""
     root = tmp_path_factory.mktemp("faults")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
-    P.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8}, 0,
+    D.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8}, 0,
                     root / "ioi.parquet", root / "ioi.filter.json")
     return card, root / "ioi.parquet"
 
@@ -90,7 +91,7 @@ def test_nan_error_is_one_line_from_run(ioi_job, tmp_path, monkeypatch, capsys):
     card, data = ioi_job
     monkeypatch.setattr(Scanner, "_ablating", _poison(0, 1))
     with pytest.raises(SystemExit) as e:
-        P.run(P.score, "ioi", card, data, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", 4096,
+        R.run(P.score, "ioi", card, data, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", 4096,
               "cpu", OPTS, None)
     assert e.value.code == 1
     assert "circuitloc error: model tinyq" in capsys.readouterr().err
@@ -129,7 +130,7 @@ def test_card_that_is_not_json_is_named(tmp_path, capsys, content, what):
     with pytest.raises(ArtifactError, match=rf"{card}: not .*{what}"):
         io.read_json(card)
     with pytest.raises(SystemExit):  # what the job scripts do: one line, no traceback
-        P.run(io.read_json, card)
+        R.run(io.read_json, card)
     assert f"circuitloc error: {card}: not" in capsys.readouterr().err
 
 

@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from circuitloc.errors import ModelSourceError
+from circuitloc.models.build import build_model
 from circuitloc.models.load import load, resolve_hf
-from circuitloc.pipeline import build_model
 
 EXPECT = {"neox": ("mha", 4, 4), "qwen_gqa": ("gqa", 4, 2), "qwen_mha": ("mha", 4, 4)}
 

@@ -150,22 +150,20 @@ def _sweep_frames():
                          "heads_to_80_censored": cens, "heads_to_80_bound": 16.0 if cens else np.nan,
                          "heads_to_80_frac_bound": 1.0 if cens else np.nan, "effective_units": 3.0,
                          "top_share": 0.4, "n_units": 16})
-    pm = pd.DataFrame(rows)
-    pm["used"] = pm["accepted"] & pm["task_behaviour"]
+    pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
     return SW.summarize(pm, 0.95), pm
 
 
 def test_sweep_accepts_polars_from_zero_and_names_attention():
     summary, pm = _sweep_frames()
-    fig = plots.sweep(pl.from_pandas(summary), pl.from_pandas(pm), title="t")
+    fig = plots.sweep(summary, pm, title="t")
     for ax in fig.axes:
         assert ax.get_ylim()[0] == 0
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks[0].endswith("MHA") and ticks[-1].endswith("MQA") and any("GQA" in t for t in ticks)
     assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
-    pandas_fig = plots.sweep(summary, pm)  # the transition path
-    assert [ln.get_color() for ln in pandas_fig.axes[0].get_lines()] == [ln.get_color() for ln in
-                                                                         fig.axes[0].get_lines()]
+    again = plots.sweep(summary.reverse(), pm.reverse())  # the same colours whatever the row order
+    assert [ln.get_color() for ln in again.axes[0].get_lines()] == [ln.get_color() for ln in fig.axes[0].get_lines()]
 
 
 def test_plots_does_not_import_pandas():

@@ -8,19 +8,6 @@ from . import io
 from . import metrics as M
 
 
-def _for_plots(x):
-    """TEMPORARY (issue 16 item 1): plots.py on this branch still takes pandas; its polars version
-    (another branch) takes these polars frames as they are. At that merge this becomes `return x`
-    and goes. Converts polars frames, dicts and (title, dict) lists of them."""
-    if isinstance(x, pl.DataFrame):
-        return x.to_pandas()
-    if isinstance(x, dict):
-        return {k: _for_plots(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [(t, _for_plots(v)) for t, v in x]
-    return x
-
-
 def save(fig, png, pdf):
     """The figure as PNG and PDF, then closed."""
     import matplotlib.pyplot as plt
@@ -38,7 +25,7 @@ def fig_heatmap(task, ablation, scores: dict, png, pdf):
     if task == "induction":
         rows.append(("attn_score", "attention to B (ABA offset)"))
     data = {m: io.read_parquet(p) for m, p in scores.items()}
-    save(plots.heatmaps(_for_plots(data), rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
+    save(plots.heatmaps(data, rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
 
 
 def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf):
@@ -46,15 +33,16 @@ def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf):
     from . import plots
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(_for_plots(data), {m: io.read_json(p) for m, p in cards.items()}, "ranked", threshold,
+    save(plots.curves(data, {m: io.read_json(p) for m, p in cards.items()}, "ranked", threshold,
                       title=f"{task}: cumulative {ablation} ablation (ranked)"), png, pdf)
 
 
-def fig_scale(tables: dict, png, pdf):
+def fig_scale(tables: dict, png, pdf, ablation: str = ""):
     """Top head score and heads-to-80% against parameter count, a column per task (Table 1 CSVs)."""
     from . import plots
 
-    save(plots.scale(_for_plots({t: _heads_to_labels(io.read_csv(p)) for t, p in tables.items()})), png, pdf)
+    title = f"Top head and heads-to-80% against scale ({ablation} ablation)" if ablation else ""
+    save(plots.scale({t: _heads_to_labels(io.read_csv(p)) for t, p in tables.items()}, title=title), png, pdf)
 
 
 def _heads_to_labels(t: pl.DataFrame) -> pl.DataFrame:
@@ -67,13 +55,13 @@ def fig_stability(task, primary: str, panels: list, png, pdf):
     """The stability figure: the panels `writers.write_stability` returns (primary ablation)."""
     from . import plots
 
-    save(plots.stability(_for_plots(panels), title=f"{task}: single-unit drops under two input conditions "
-                                                   f"({primary} ablation)"), png, pdf)
+    save(plots.stability(panels, title=f"{task}: single-unit drops under two input conditions "
+                                       f"({primary} ablation)"), png, pdf)
 
 
 def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf):
     """The sweep figure from `writers.write_sweep`'s summary and per-model rows."""
     from . import plots
 
-    save(plots.sweep(_for_plots(summary), _for_plots(per_model), title=f"{task}: {ablation} ablation across seeds "
+    save(plots.sweep(summary, per_model, title=f"{task}: {ablation} ablation across seeds "
                      f"(top head: mean and {int(ci * 100)}% interval; heads-to-80%: median)"), png, pdf)

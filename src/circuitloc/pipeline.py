@@ -1,13 +1,9 @@
-"""What each compute job of the workflow does (models, datasets, scores, curves, specificity), as
-plain functions the thin scripts in workflow/scripts call with keyword arguments. Tables:
-`writers`; figures: `figures`; the ablation job itself: `job.AblationJob`."""
+"""The ablation stages of the workflow (scores, curves, specificity), as plain functions the thin
+scripts in workflow/scripts call with keyword arguments. Models: `models.build`; datasets:
+`datasets`; the ablation job itself: `job.AblationJob`; tables: `writers`; figures: `figures`;
+logging and errors around every job: `runner`."""
 
 from __future__ import annotations
-
-import logging
-import os
-import time
-from pathlib import Path
 
 import polars as pl
 import torch
@@ -15,100 +11,8 @@ import torch
 from . import ablation as A
 from . import io
 from . import metrics as M
-from .errors import ModelSourceError
-from .job import AblationJob, engine_label, progress, read_ranked
-from .tasks import facts as facts_task
-from .tasks.common import pad_id
-from .tasks.registry import build_dataset as task_dataset
-from .tasks.registry import prompts as to_prompts
-from .tasks.registry import task_of
-
-log = logging.getLogger("circuitloc")
-
-
-def setup(log_path=None, threads: int = 1, seed: int = 0) -> None:
-    """One torch thread per job by default: several jobs beat several threads on a small machine."""
-    handlers = [logging.StreamHandler()]
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
-                        force=True)
-    torch.set_num_threads(max(1, int(threads)))
-    torch.manual_seed(seed)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-# -- models ------------------------------------------------------------------------------
-def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
-    from .models.card import make_card
-    from .models.load import load_tokenizer, resolve_hf
-
-    source = spec.get("source")
-    t0 = time.time()
-    extra = {}
-    if source == "toy":
-        from .models.toy import train_toy
-
-        spec = {"prepend_bos": True, **spec}  # toys are trained on rows that start with <bos>
-        result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
-        path, extra = str(weights_dir), {"checks": result["checks"], "train_seconds": result["train_seconds"],
-                                          "steps": result["steps"], "recipe": result.get("recipe")}
-        if result.get("checkpoint"):
-            extra["checkpoint"] = result["checkpoint"]
-    elif source == "gguf":
-        from .models.gguf import convert_gguf, fetch_gguf
-
-        gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download")
-        convert_gguf(gguf, weights_dir)
-        path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
-    elif source == "hf":
-        path = resolve_hf(name, spec["hf"])
-        extra = {"hf": spec["hf"]}
-    else:
-        raise ModelSourceError(f"model {name!r}: unknown source {source!r} (expected toy, gguf or hf)")
-    card = make_card(name, spec, path, load_tokenizer(path), extra)
-    card["build_seconds"] = round(time.time() - t0, 1)
-    io.write_json(card, card_path)
-    log.info("model %s: %s", name, {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads")})
-    return card
-
-
-# -- datasets ----------------------------------------------------------------------------
-def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
-                  device="cpu", inputs: dict | None = None):
-    """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
-    removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
-    ioi_fahamu_templates and fahamu, facts); the job reads exactly those (default: the shipped
-    resources and the configured paths)."""
-    from .errors import DatasetError
-    from .models.load import load_engine
-    from .scan import Scanner
-
-    model, tok = load_engine(card, device)
-
-    def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
-        scanner = Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
-        scanner.label = engine_label(card, task_name)
-        return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
-
-    df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, seed, inputs=inputs,
-                              form=card.get("facts_form", "natural"), last_logits=last_logits)
-    if len(df) == 0:
-        raise DatasetError(f"{task_name}/{card['name']}: no rows survive the filters: {counts}")
-    if len(df) < int(cfg.get("n", 0) or 0):
-        log.warning("%s/%s: only %d rows after filtering (asked for %s)", task_name, card["name"], len(df), cfg["n"])
-    io.write_parquet(df, out_parquet)
-    io.write_json({"task": task_name, "model": card["name"], **counts}, out_filter)
-    log.info("%s/%s: %s", task_name, card["name"], counts)
-
-
-def build_shared_facts(model: str, member_paths: dict, n_score: int, out_parquet, out_filter):
-    """Facts every model of the family knows (`tasks.facts.shared_dataset`)."""
-    frames = {m: io.read_parquet(p, facts_task.KEY, "facts dataset") for m, p in member_paths.items()}
-    df, counts = facts_task.shared_dataset(model, frames, n_score)
-    io.write_parquet(df, out_parquet)
-    io.write_json({"task": "facts_shared", "model": model, **counts}, out_filter)
+from .job import AblationJob, progress, read_ranked
+from .runner import log
 
 
 # -- scores and curves -------------------------------------------------------------------
@@ -223,20 +127,3 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
         rows.append(row)
     io.write_parquet(io.frame(rows), out_parquet)
     log.info("specificity %s/%s: %s", card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
-
-
-def run(fn, *args, **kwargs):
-    """Run a job; a CircuitlocError becomes one clear line and a failed job, not a traceback."""
-    import sys
-
-    from .errors import CircuitlocError
-
-    try:
-        return fn(*args, **kwargs)
-    except CircuitlocError as e:
-        log.error("%s", e)
-        print(f"circuitloc error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as e:  # an unexpected failure: its traceback goes to the job's log too
-        log.exception("%s: %s", type(e).__name__, e)
-        sys.exit(1)

@@ -7,12 +7,11 @@ import math
 import numpy as np
 import polars as pl
 
-from . import metrics as M
 from . import io
+from . import metrics as M
 from .ablation import rank, short_label, unit_kind
 from .io import frame
 from .tasks.registry import task_of
-
 
 # the column that names the top unit, by what it holds
 TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}

@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 from circuitloc.io import read_json
-from circuitloc.pipeline import curve, run, setup
+from circuitloc.pipeline import curve
+from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.seed)
 run(curve, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.input.card),

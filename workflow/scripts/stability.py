@@ -1,6 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 from circuitloc.figures import fig_stability
-from circuitloc.pipeline import run, setup
+from circuitloc.runner import run, setup
 from circuitloc.writers import write_stability
 
 setup(log_path=snakemake.log[0])

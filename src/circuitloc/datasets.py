@@ -1,0 +1,49 @@
+"""The dataset stage: each task's prompts for one model (built by the task's module) with the row
+counts each filter removed, and the family-shared facts set."""
+
+from __future__ import annotations
+
+from . import io
+from .job import engine_label
+from .runner import log
+from .tasks import facts as facts_task
+from .tasks.common import pad_id
+from .tasks.registry import build_dataset as task_dataset
+from .tasks.registry import prompts as to_prompts
+from .tasks.registry import task_of
+
+
+def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
+                  device="cpu", inputs: dict | None = None):
+    """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
+    removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
+    ioi_fahamu_templates and fahamu, facts); the job reads exactly those (default: the shipped
+    resources and the configured paths)."""
+    from .errors import DatasetError
+    from .models.load import load_engine
+    from .scan import Scanner
+
+    model, tok = load_engine(card, device)
+
+    def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
+        scanner = Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
+        scanner.label = engine_label(card, task_name)
+        return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
+
+    df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, seed, inputs=inputs,
+                              form=card.get("facts_form", "natural"), last_logits=last_logits)
+    if len(df) == 0:
+        raise DatasetError(f"{task_name}/{card['name']}: no rows survive the filters: {counts}")
+    if len(df) < int(cfg.get("n", 0) or 0):
+        log.warning("%s/%s: only %d rows after filtering (asked for %s)", task_name, card["name"], len(df), cfg["n"])
+    io.write_parquet(df, out_parquet)
+    io.write_json({"task": task_name, "model": card["name"], **counts}, out_filter)
+    log.info("%s/%s: %s", task_name, card["name"], counts)
+
+
+def build_shared_facts(model: str, member_paths: dict, n_score: int, out_parquet, out_filter):
+    """Facts every model of the family knows (`tasks.facts.shared_dataset`)."""
+    frames = {m: io.read_parquet(p, facts_task.KEY, "facts dataset") for m, p in member_paths.items()}
+    df, counts = facts_task.shared_dataset(model, frames, n_score)
+    io.write_parquet(df, out_parquet)
+    io.write_json({"task": "facts_shared", "model": model, **counts}, out_filter)

@@ -1,0 +1,43 @@
+"""What every job script does around its library call: logging to the job's log, one torch thread,
+and a CircuitlocError turned into one clear line and a failed job. Light on imports (no torch until
+a job asks for threads), so a table or figure job's code hash and start-up stay small."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger("circuitloc")
+
+
+def setup(log_path=None, threads: int = 1, seed: int = 0) -> None:
+    """One torch thread per job by default: several jobs beat several threads on a small machine."""
+    handlers = [logging.StreamHandler()]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
+                        force=True)
+    import torch
+
+    torch.set_num_threads(max(1, int(threads)))
+    torch.manual_seed(seed)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def run(fn, *args, **kwargs):
+    """Run a job; a CircuitlocError becomes one clear line and a failed job, not a traceback."""
+    import sys
+
+    from .errors import CircuitlocError
+
+    try:
+        return fn(*args, **kwargs)
+    except CircuitlocError as e:
+        log.error("%s", e)
+        print(f"circuitloc error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # an unexpected failure: its traceback goes to the job's log too
+        log.exception("%s: %s", type(e).__name__, e)
+        sys.exit(1)
