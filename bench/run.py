@@ -87,19 +87,26 @@ def version(pkg: str) -> str:
         return "not installed"
 
 
-def config_slug(config: str) -> str:
+def config_slug(config: Path, rel: str | None) -> str:
     """'' for the embedded default, else a file-name-safe name of the config ('test-config')."""
-    if config == DEFAULT_CONFIG:
+    if rel == DEFAULT_CONFIG:
         return ""
-    p = Path(config)
+    return re.sub(r"[^A-Za-z0-9]+", "-", str(Path(rel or config.name).with_suffix(""))).strip("-")
+
+
+def resolve_config(config: str) -> tuple[Path, str | None]:
+    """The config's absolute path, and its path inside the checkout (None if outside)."""
+    p = Path(config).expanduser()
+    if not p.is_absolute():
+        p = Path.cwd() / p if (Path.cwd() / p).exists() else ROOT / p
+    p = p.resolve()
     try:
-        p = p.resolve().relative_to(ROOT)
+        return p, p.relative_to(ROOT).as_posix()
     except ValueError:
-        p = Path(p.name)
-    return re.sub(r"[^A-Za-z0-9]+", "-", str(p.with_suffix(""))).strip("-")
+        return p, None
 
 
-def copy_workflow(dest: Path, config: str) -> str:
+def copy_workflow(dest: Path, config: Path, rel: str | None) -> str:
     """Copy what a run needs into dest; return the config's path as the copy's Snakemake sees it."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in WORKFLOW_FILES:
@@ -108,15 +115,10 @@ def copy_workflow(dest: Path, config: str) -> str:
             shutil.copytree(src, dest / name, ignore=IGNORE)
         elif src.exists():
             shutil.copy2(src, dest / name)
-    cfg = Path(config)
-    if not cfg.is_absolute() and (ROOT / cfg).exists():
-        return str(cfg)  # inside the checkout: the copy has it at the same place
-    cfg = cfg.resolve()
-    try:
-        return str(cfg.relative_to(ROOT))
-    except ValueError:  # outside the checkout: copy it next to the Snakefile
-        shutil.copy2(cfg, dest / "bench-config.yaml")
-        return "bench-config.yaml"
+    if rel is not None and (dest / rel).exists():
+        return rel  # inside the checkout (and copied): the copy has it at the same place
+    shutil.copy2(config, dest / "bench-config.yaml")  # elsewhere: next to the Snakefile
+    return "bench-config.yaml"
 
 
 def smollm2_card(run: Path, config: str) -> Path | None:
@@ -220,11 +222,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-scan", action="store_true", help="skip the scan engine bench")
     args = ap.parse_args(argv)
 
-    config = args.configfile
-    if not (Path(config) if Path(config).is_absolute() else ROOT / config).exists() and not Path(config).exists():
-        ap.error(f"no config file {config}")
+    cfg_path, cfg_rel = resolve_config(args.configfile)
+    if not cfg_path.is_file():
+        ap.error(f"no config file {args.configfile}")
+    config = cfg_rel or str(cfg_path)
     short, dirty = commit_name()
-    name = f"run-{short}" + ("-dirty" if dirty else "") + (f"-{config_slug(config)}" if config_slug(config) else "")
+    slug = config_slug(cfg_path, cfg_rel)
+    name = f"run-{short}" + ("-dirty" if dirty else "") + (f"-{slug}" if slug else "")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{name}.log"
@@ -265,7 +269,7 @@ def main(argv=None) -> int:
     rc = 0
     try:
         try:
-            smk_config = copy_workflow(run, config)
+            smk_config = copy_workflow(run, cfg_path, cfg_rel)
         except OSError as e:
             out(f"FAILED to copy the workflow into {run}: {e}")
             result["status"] = "copy failed"
@@ -282,7 +286,11 @@ def main(argv=None) -> int:
             f"{jobs['benchmark_files']} benchmark files")
         if status != 0:
             result["status"] = "workflow failed"
-            tail = log.rstrip().splitlines()[-60:]
+            lines = log.rstrip().splitlines()
+            tail = lines[-60:]
+            first = next((t for t in lines[:-60] if re.search(r"Error|Exception|Traceback", t)), None)
+            if first:  # an error that began above the tail (a long traceback or schema dump)
+                out(f"\nfirst error line of Snakemake's log: {first.strip()}")
             out(f"\nthe workflow failed; the last {len(tail)} lines of Snakemake's log ({log_path}):")
             out("\n".join("  | " + t for t in tail))
             return 1
