@@ -266,7 +266,6 @@ def main(argv=None) -> int:
     out(f"config {config}, --cores {args.cores}, run directory {info['run_dir']}")
     out()
     result: dict = {"info": info, "status": "started"}
-    rc = 0
     try:
         try:
             smk_config = copy_workflow(run, cfg_path, cfg_rel)
@@ -317,14 +316,18 @@ def main(argv=None) -> int:
         if scan["returncode"] != 0:
             out(f"FAILED (exit {scan['returncode']}):")
             out("\n".join("  | " + t for t in scan["error"]))
+        elif scan["speedup"] is None or scan["max_abs_diff"] is None:
+            out("FAILED: no speed-up or difference line in bench/scan.py's output")
         else:
             sp, d = scan["speedup"], scan["max_abs_diff"]
             out(f"scan engine: speed-up {sp:.2f}x ({'ok' if sp >= SPEEDUP_TARGET else 'BELOW'} the "
                 f"{SPEEDUP_TARGET:g}x target), max abs difference {d:.2e} "
                 f"({'ok' if d <= MAX_DIFF else 'NOT'} within {MAX_DIFF:g})")
         result["status"] = "ok" if scan["ok"] else "scan bench failed"
-        rc = 0 if scan["ok"] else 2
-        return rc
+        if scan["speedup"] is not None and scan["max_abs_diff"] is not None:
+            out(f"\nsummary: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-minutes, {jobs['done']} jobs; scan engine "
+                f"{scan['speedup']:.2f}x faster than naive, max abs difference {scan['max_abs_diff']:.1e}")
+        return 0 if scan["ok"] else 2
     except KeyboardInterrupt:
         out("\ninterrupted")
         result["status"] = "interrupted"
