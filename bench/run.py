@@ -13,8 +13,9 @@ results/bench/run-<commit>[-dirty][-<config>].{txt,json,log} of this checkout.
     python bench/compare_tables.py /tmp/run-old/results /tmp/run-new/results
 
 Exit status: 0 all well; 1 the workflow (or the copy) failed: the tail of Snakemake's log is
-printed; 2 the scan bench failed, or missed its targets (speed-up >= 3x, scores within 1e-4 of the
-naive loop's). The output files are written in every case.
+printed; 2 the scan bench failed, or missed its targets (scores within 1e-4 of the naive loop's;
+speed-up >= 3x on the SmolLM2 card: on random weights, for a config without SmolLM2, it is only
+reported). The output files are written in every case.
 """
 
 from __future__ import annotations
@@ -195,7 +196,11 @@ def scan_bench(run: Path, card: Path | None, args, log_path: Path) -> dict:
     res["max_abs_diff"] = float(diff.group(1)) if diff else None
     if p.returncode != 0:
         res["error"] = (p.stdout + p.stderr).strip().splitlines()[-20:]
-    res["ok"] = (p.returncode == 0 and res["speedup"] is not None and res["speedup"] >= SPEEDUP_TARGET
+    # The 3x target is the SmolLM2 card's (IOI prompts of several lengths). Random prompts all have one
+    # length, so the engine has no padding to skip: its speed-up there is reported, not held to 3x.
+    res["speedup_target"] = SPEEDUP_TARGET if card else None
+    res["ok"] = (p.returncode == 0 and res["speedup"] is not None
+                 and (res["speedup_target"] is None or res["speedup"] >= SPEEDUP_TARGET)
                  and res["max_abs_diff"] is not None and res["max_abs_diff"] <= MAX_DIFF)
     return res
 
@@ -320,8 +325,10 @@ def main(argv=None) -> int:
             out("FAILED: no speed-up or difference line in bench/scan.py's output")
         else:
             sp, d = scan["speedup"], scan["max_abs_diff"]
-            out(f"scan engine: speed-up {sp:.2f}x ({'ok' if sp >= SPEEDUP_TARGET else 'BELOW'} the "
-                f"{SPEEDUP_TARGET:g}x target), max abs difference {d:.2e} "
+            target = (f"{'ok' if sp >= SPEEDUP_TARGET else 'BELOW'} the {SPEEDUP_TARGET:g}x target" if card else
+                      f"random prompts of one length, no padding to skip: the {SPEEDUP_TARGET:g}x target is the "
+                      "SmolLM2 card's")
+            out(f"scan engine: speed-up {sp:.2f}x ({target}), max abs difference {d:.2e} "
                 f"({'ok' if d <= MAX_DIFF else 'NOT'} within {MAX_DIFF:g})")
         result["status"] = "ok" if scan["ok"] else "scan bench failed"
         if scan["speedup"] is not None and scan["max_abs_diff"] is not None:
