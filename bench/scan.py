@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import resource
 import sys
 import time
@@ -30,6 +31,20 @@ RANDOM = {
 }
 
 
+def _save_tokenizer(path: Path, vocab_size: int):
+    """A word-level tokenizer over the whole vocabulary (tokens t0, t1, ...): the random prompts are
+    token ids, so it is never used to encode text, but loading a model needs one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    vocab = {t: i for i, t in enumerate(specials)} | {f"t{i}": i for i in range(len(specials), vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>").save_pretrained(path)
+
+
 def _model(args):
     import torch
 
@@ -43,6 +58,8 @@ def _model(args):
         if not (path / "config.json").exists():
             torch.manual_seed(0)
             AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw)).save_pretrained(path)
+        if not (path / "tokenizer.json").exists():  # load() opens a tokenizer beside the weights
+            _save_tokenizer(path, kw["vocab_size"])
         bridge, _ = load({"path": str(path), "dtype": args.dtype}, args.device)
         vocab = kw["vocab_size"]
         g = torch.Generator().manual_seed(0)
@@ -108,7 +125,17 @@ def measure(args, mode):
     q = ctx.Queue()
     p = ctx.Process(target=_measure, args=(args, mode, q))
     p.start()
-    out = q.get()
+    while True:  # a child that dies (an exception, the OOM killer) must not leave us waiting forever
+        try:
+            out = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                try:
+                    out = q.get(timeout=5)
+                    break
+                except queue.Empty:
+                    sys.exit(f"bench/scan.py: the {mode} measurement died (exit code {p.exitcode}); its error is above")
     p.join()
     return out
 
