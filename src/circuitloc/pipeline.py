@@ -98,7 +98,7 @@ def dataset_columns(task_name: str) -> tuple:
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
                   device="cpu", inputs: dict | None = None):
     """`inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
-    ioi_fahamu_templates and fahamu, facts);
+    ioi_templates and fahamu, facts);
     the job reads exactly those (default: the shipped resources and the configured paths)."""
     from .models.load import load_engine
 
@@ -108,12 +108,12 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
     bos = card["prepend_bos"]
     if task_name == "ioi":
         src = cfg.get("source", {}) or {}
-        declared = inputs.get("ioi_templates") or inputs.get("ioi_fahamu_templates")
+        declared = inputs.get("ioi_templates")
         res_dir = os.path.dirname(declared) if declared else None
         pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
         if src.get("kind") == "fahamu":
             path = ioi_task.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
-            raw, read_counts = ioi_task.read_fahamu(path, pool, seed, ioi_task.load_fahamu_templates(res_dir))
+            raw, read_counts = ioi_task.read_fahamu(path, pool, seed, ioi_task.load_templates(res_dir))
             read_counts = {"source": str(path), **read_counts}
         else:
             raw, read_counts = ioi_task.generate(pool, seed, ioi_task.load_resources(res_dir)), {"source": "generate"}
