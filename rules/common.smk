@@ -144,12 +144,12 @@ def ioi_resource_inputs(root, names=IOI_RESOURCE_FILES):
 
 
 def dataset_inputs(wc):
-    """Named resource files a dataset job reads: ioi: fahamu's 30 templates and a local fahamu parquet,
-    or the generator's four IOI files; facts: the facts file; induction: none."""
+    """Named resource files a dataset job reads: ioi: the 30 templates and a local fahamu parquet,
+    or the generator's four IOI files (the same templates, names, places, objects); facts: the facts file; induction: none."""
     if wc.task == "ioi":
         src = task_config("ioi", wc.model).get("source") or {}
         fahamu = src.get("kind") == "fahamu"
-        out = ioi_resource_inputs(resource_path("ioi"), ("fahamu_templates",) if fahamu else IOI_RESOURCE_FILES)
+        out = ioi_resource_inputs(resource_path("ioi"), ("templates",) if fahamu else IOI_RESOURCE_FILES)
         if fahamu and src.get("path"):
             name = src.get("file", FAHAMU_FILES["200k"])
             path = src["path"]

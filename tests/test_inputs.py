@@ -59,9 +59,8 @@ def _dataset(task, *models):
 # resource file -> the outputs of the jobs that read it directly (everything after them follows)
 CASES = {
     "resources/facts/facts.tsv": _dataset("facts", *MODELS) + ["results/models/tiny/card.json"],
-    "resources/ioi/templates.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
-    # fahamu's 30 templates: only the IOI dataset read from a fahamu file
-    "resources/ioi/fahamu_templates.txt": _dataset("ioi", "hf_b"),
+    # the 30 templates: the generator's and the fahamu reader's (every IOI dataset) and the toy's vocabulary
+    "resources/ioi/templates.txt": _dataset("ioi", "tiny", "hf_a", "hf_b") + ["results/models/tiny/card.json"],
     # the generator's templates and word lists: not read for hf_b, whose sentences come from fahamu
     "resources/ioi/names.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
     "resources/ioi/places.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],

@@ -16,6 +16,13 @@ def test_generator_makes_abba_and_baba_with_io_last():
         first_io, first_s = r["prompt"].index(r["io"]), r["prompt"].index(r["s"])
         assert (first_io < first_s) == (r["order"] == "ABBA")
     assert ioi.generate(40, seed=1).equals(df)
+    # fahamu/ioi's 30 templates: balanced orders, `template` indexes them, and the fahamu reader
+    # recovers every generated sentence's template
+    templates = ioi.load_templates()
+    assert (df["order"] == "ABBA").sum() == 20
+    assert [ioi.template_order(templates[k]) for k in df["template"]] == df["order"].to_list()
+    rows, unmatched = ioi.match_templates([f"{p} {io}" for p, io in zip(df["prompt"], df["io"])], templates)
+    assert unmatched == 0 and rows["template"].to_list() == df["template"].to_list()
 
 
 def test_filter_drops_and_counts_names_that_split():
@@ -36,8 +43,8 @@ def test_filter_drops_and_counts_names_that_split():
         ioi.build(raw[1:], tok, True, 10, 1, 0)
 
 
-def test_fahamu_templates_are_the_ioi_papers_30():
-    templates = ioi.load_fahamu_templates()
+def test_templates_are_the_ioi_papers_30():
+    templates = ioi.load_templates()
     assert len(templates) == 30 and len(set(templates)) == 30
     orders = [ioi.template_order(t) for t in templates]
     assert orders == ["ABBA"] * 15 + ["BABA"] * 15
@@ -78,7 +85,7 @@ def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
     assert set(rows["template"]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
     # nouns the shipped lists lack (fahamu's may differ) still match: only the template's words are fixed
     odd, _ = ioi.match_templates(["The old train station Mary and John went to had a box of chocolates. "
-                                  "John gave it to Mary"], ioi.load_fahamu_templates())
+                                  "John gave it to Mary"], ioi.load_templates())
     assert odd.select("io", "s", "order", "template").rows() == [("Mary", "John", "ABBA", 13)]
 
 

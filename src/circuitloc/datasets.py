@@ -17,7 +17,7 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
                   device="cpu", inputs: dict | None = None):
     """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
     removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
-    ioi_fahamu_templates and fahamu, facts); the job reads exactly those (default: the shipped
+    ioi_templates and fahamu, facts); the job reads exactly those (default: the shipped
     resources and the configured paths)."""
     from .errors import DatasetError
     from .models.load import load_engine

@@ -68,7 +68,7 @@ DEFAULTS: dict = {
     "loss": "all",  # "all" tokens, or "targets" only
     "threads": 1,
     # data
-    "mix": {"ioi": 22, "induction": 29, "facts": 13},  # relative weights per batch
+    "mix": {"ioi": 18, "induction": 36, "facts": 10},  # relative weights per batch
     "repeat_len": [6, 20],  # induction rows: <bos> x1..xk x1..xk, k in this range
     "pool_size": 300,  # pseudo-words added to the vocabulary
     "n_facts": 165,

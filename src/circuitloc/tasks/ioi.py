@@ -1,9 +1,8 @@
 """Indirect object identification: 'When Mary and John went to the store, John gave a drink to' -> Mary.
 
-Two sources: the seeded generator over the shipped templates (resources/ioi/templates.txt, written
-in ABBA form; BABA swaps the first two names), or fahamu/ioi (the dataset the paper used), read
-lazily and matched back to the 30 templates it was generated from (resources/ioi/fahamu_templates.txt:
-the IOI paper's 15 BABA templates and their 15 ABBA forms).
+Two sources over the same 30 templates (resources/ioi/templates.txt: the IOI paper's 15 BABA
+templates and their 15 ABBA forms, the templates fahamu/ioi was generated from): the seeded
+generator, or fahamu/ioi (the dataset the paper used), read lazily and matched back to its templates.
 """
 
 from __future__ import annotations
@@ -38,9 +37,9 @@ def template_order(template: str) -> str:
     return "ABBA" if template.index("{IO}") < template.index("{S}") else "BABA"
 
 
-def load_fahamu_templates(root=None) -> list[str]:
+def load_templates(root=None) -> list[str]:
     """fahamu/ioi's 30 templates, checked: one {IO}, two {S}, and both orders present."""
-    path = (Path(root) if root else RESOURCES) / "fahamu_templates.txt"
+    path = (Path(root) if root else RESOURCES) / "templates.txt"
     templates = _lines(path)
     for t in templates:
         if t.count("{IO}") != 1 or t.count("{S}") != 2:
@@ -57,25 +56,21 @@ def fill(template: str, io: str, s: str, place: str, obj: str) -> str:
 
 def load_resources(root=None) -> dict[str, list[str]]:
     root = Path(root) if root else RESOURCES
-    return {k: _lines(root / f"{k}.txt") for k in ("templates", "names", "places", "objects")}
+    return {"templates": load_templates(root), **{k: _lines(root / f"{k}.txt") for k in ("names", "places", "objects")}}
 
 
 def generate(n: int, seed: int, resources: dict | None = None) -> pl.DataFrame:
-    """ABBA and BABA sentences in equal numbers, from the shipped templates."""
+    """ABBA and BABA sentences in equal numbers (alternating), each from a template of its order."""
     res = resources or load_resources()
     rng = random.Random(seed)
+    by_order = {o: [k for k, t in enumerate(res["templates"]) if template_order(t) == o] for o in ("ABBA", "BABA")}
     rows = []
     for i in range(n):
-        tpl = rng.choice(res["templates"])
-        io, s = rng.sample(res["names"], 2)
         order = "ABBA" if i % 2 == 0 else "BABA"
-        first, second = (io, s) if order == "ABBA" else (s, io)
-        # The template is written in ABBA order: swap the first two mentions for BABA.
-        text = tpl.replace("{IO}", "\0A", 1).replace("{S}", "\0B", 1)
-        text = text.replace("\0A", first).replace("\0B", second)
-        text = text.replace("{S}", s).replace("{IO}", io)
-        text = text.replace("{PLACE}", rng.choice(res["places"])).replace("{OBJECT}", rng.choice(res["objects"]))
-        rows.append({"prompt": text, "io": io, "s": s, "order": order, "template": res["templates"].index(tpl)})
+        k = rng.choice(by_order[order])
+        io, s = rng.sample(res["names"], 2)
+        text = fill(res["templates"][k], io, s, rng.choice(res["places"]), rng.choice(res["objects"]))
+        rows.append({"prompt": text, "io": io, "s": s, "order": order, "template": k})
     return pl.DataFrame(rows, schema=ROWS)
 
 
@@ -86,10 +81,11 @@ _SLOTS = {"{IO}": ("io", r"[A-Z][\w'-]*"), "{S}": ("s", r"[A-Z][\w'-]*"),
 
 
 def synthetic_fahamu(n: int, seed: int, resources: dict | None = None) -> pl.DataFrame:
-    """fahamu/ioi-like rows drawn from its 30 templates and the shipped names, places and objects:
+    """fahamu/ioi-like rows drawn from the 30 templates and the shipped names, places and objects:
     the truth (prompt, io, s, order, template) and the full `sentence` as the dataset stores it
     (final name included, every third with a full stop). For tests and bench/, offline."""
-    res, templates = resources or load_resources(), load_fahamu_templates()
+    res = resources or load_resources()
+    templates = res["templates"]
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -178,7 +174,7 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
-    templates = templates or load_fahamu_templates()
+    templates = templates or load_templates()
     lf = pl.scan_parquet(path)
     columns = lf.collect_schema().names()
     if FAHAMU_COLUMN not in columns:
@@ -231,16 +227,16 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
     """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
     generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
     n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,
-    ioi_names, ... or ioi_fahamu_templates and fahamu); their directory is the resource directory.
+    ioi_names, ... or ioi_templates and fahamu); their directory is the resource directory.
     Returns (rows, counts)."""
     inputs = inputs or {}
     src = cfg.get("source") or {}
-    declared = inputs.get("ioi_templates") or inputs.get("ioi_fahamu_templates")
+    declared = inputs.get("ioi_templates")
     res_dir = os.path.dirname(declared) if declared else None
     pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
     if src.get("kind") == "fahamu":
         path = fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
-        raw, read_counts = read_fahamu(path, pool, seed, load_fahamu_templates(res_dir))
+        raw, read_counts = read_fahamu(path, pool, seed, load_templates(res_dir))
         read_counts = {"source": str(path), **read_counts}
     else:
         raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
