@@ -129,3 +129,50 @@ def test_mean_replacement_is_the_mean_z_over_real_positions(tiny_dirs):
                                                  names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
             zs.append(cache[f"blocks.{layer}.attn.hook_z"][0])
         assert torch.allclose(mean[layer], torch.cat(zs).mean(0), atol=1e-5)
+
+
+def _hook_count(model) -> int:
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+
+
+def test_engine_leaves_no_hook_behind_even_when_a_run_fails(tiny_dirs):
+    """Every engine entry point installs its hooks through one context manager: after a normal run,
+    an attribution pass, a mean replacement and a forward that raises mid-run, the model carries
+    exactly the hooks it had before (a stray hook would ablate every later run)."""
+    from circuitloc.attribution import attribute
+
+    card = card_for(tiny_dirs["qwen_gqa"])
+    bridge, tok = load(card)
+    model = engine_model(bridge)
+    before = _hook_count(model)
+    p = _prompts(len(tok), n=4)
+    sc = Scanner(model, card["n_heads"], card["d_head"])
+    sets = [{}, {0: [1]}, {1: [0, 2]}]
+    sc.run(p, sets, {"ld": ld})
+    attribute(sc, p, ld)
+    sc.replacement = mean_replacement(sc, p)
+    sc.run(p, sets, {"ld": ld})
+    assert _hook_count(model) == before
+
+    sc.replacement = {1: torch.zeros(3)}  # fails inside the forward, with every run hook installed
+    with pytest.raises(RuntimeError):
+        sc.run(p, sets, {"ld": ld})
+    assert _hook_count(model) == before
+
+
+def test_hooked_removes_installed_hooks_when_a_later_registration_fails():
+    from circuitloc.scan import hooked
+
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    class Refuses(torch.nn.Module):
+        def register_forward_pre_hook(self, *args, **kwargs):
+            raise RuntimeError("no hooks here")
+
+    with pytest.raises(RuntimeError, match="no hooks here"):
+        with hooked([(a, lambda m, x: x), (b, lambda m, x: x), (Refuses(), lambda m, x: x)]):
+            pass
+    assert not a._forward_pre_hooks and not b._forward_pre_hooks
+    with hooked([(a, lambda m, x: (x[0] * 0,))]):
+        assert a(torch.ones(1, 2)).equal(a.bias.detach()[None])  # the hook is live inside
+    assert not a._forward_pre_hooks

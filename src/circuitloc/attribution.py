@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .scan import Prompts, Scanner, _out_proj
+from .scan import Prompts, Scanner, _out_proj, hooked
 
 
 def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | None = None) -> torch.Tensor:
@@ -14,23 +14,19 @@ def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | No
     (zero by default): grad(metric) . (z_replaced - z), summed over real positions."""
     replacement = replacement or {}
     zs: dict[int, torch.Tensor] = {}
-    handles = []
+    hooks = []
     for i, layer in enumerate(scanner.layers):
         def hook(mod, args, i=i):
             z = args[0]
             z.retain_grad()
             zs[i] = z
-        handles.append(_out_proj(layer).register_forward_pre_hook(hook))
+        hooks.append((_out_proj(layer), hook))
     dev = scanner.unembed.weight.device
-    try:
-        with torch.enable_grad():
-            embeds = scanner.model.get_input_embeddings()(prompts.input_ids.to(dev)).detach().requires_grad_(True)
-            logits = scanner._body(embeds, prompts.last_pos.to(dev))
-            fields = {k: v.to(dev) for k, v in prompts.fields.items()}
-            metric(logits, fields).float().mean().backward()
-    finally:
-        for h in handles:
-            h.remove()
+    with hooked(hooks), torch.enable_grad():
+        embeds = scanner.model.get_input_embeddings()(prompts.input_ids.to(dev)).detach().requires_grad_(True)
+        logits = scanner._body(embeds, prompts.last_pos.to(dev))
+        fields = {k: v.to(dev) for k, v in prompts.fields.items()}
+        metric(logits, fields).float().mean().backward()
     mask = (torch.arange(prompts.input_ids.shape[1], device=dev)[None] <= prompts.last_pos.to(dev)[:, None])
     out = torch.zeros(len(scanner.layers), scanner.n_heads)
     for i, z in zs.items():

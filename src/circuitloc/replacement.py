@@ -17,27 +17,23 @@ import numpy as np
 import polars as pl
 import torch
 
-from .scan import Prompts, Scanner, _out_proj
+from .scan import Prompts, Scanner, _out_proj, hooked
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
     """Clean head outputs of every layer, one length bucket at a time: fn(layer, rows, z[b, t, H, Dh])."""
     state: dict = {}
-    handles = []
+    hooks = []
     for i, layer in enumerate(scanner.layers):
         def hook(mod, args, i=i):
             z = args[0].view(*args[0].shape[:2], scanner.n_heads, scanner.d_head)
             fn(i, state["rows"], z)
-        handles.append(_out_proj(layer).register_forward_pre_hook(hook))
+        hooks.append((_out_proj(layer), hook))
     dev = scanner.unembed.weight.device
-    try:
-        with torch.no_grad():
-            for rows in prompts.buckets(scanner.max_batch_tokens):
-                state["rows"] = rows
-                scanner.base(input_ids=prompts.take(rows).input_ids.to(dev), use_cache=False)
-    finally:
-        for h in handles:
-            h.remove()
+    with hooked(hooks), torch.no_grad():
+        for rows in prompts.buckets(scanner.max_batch_tokens):
+            state["rows"] = rows
+            scanner.base(input_ids=prompts.take(rows).input_ids.to(dev), use_cache=False)
 
 
 def _factorize(keys) -> np.ndarray:

@@ -81,6 +81,21 @@ class _Skip(nn.Module):
         return hidden_states
 
 
+@contextlib.contextmanager
+def hooked(hooks, with_kwargs: bool = False):
+    """The engine's one way to install forward pre-hooks, `hooks` being (module, fn) pairs: all of
+    them are removed on the way out, even when the forward or a later registration raises, since a
+    hook left behind would silently ablate every later run of the same model."""
+    handles = []
+    try:
+        for module, fn in hooks:
+            handles.append(module.register_forward_pre_hook(fn, with_kwargs=with_kwargs))
+        yield
+    finally:
+        for handle in reversed(handles):
+            handle.remove()
+
+
 def _out_proj(layer: nn.Module) -> nn.Module:
     for path in ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense"):
         mod = layer
@@ -133,17 +148,13 @@ class Scanner:
                 return (resid,) + tuple(args[1:]), kwargs
             return args, {**kwargs, "hidden_states": resid}
 
-        handle = self.layers[start].register_forward_pre_hook(feed, with_kwargs=True)
-        try:
-            with self._skipping(start):
-                yield
-        finally:
-            handle.remove()
+        with hooked([(self.layers[start], feed)], with_kwargs=True), self._skipping(start):
+            yield
 
     @contextlib.contextmanager
     def _ablating(self, keep: dict, copies: int, rows: torch.Tensor):
         """keep[layer]: [copies, H] with 0 where a head is ablated in that copy."""
-        handles = []
+        hooks = []
         for layer, mask in keep.items():
             repl = self.replacement.get(layer)
 
@@ -158,12 +169,9 @@ class Scanner:
                     z = z + (1 - m) * r.to(z)
                 return (z.reshape(b, t, -1),) + tuple(args[1:])
 
-            handles.append(_out_proj(self.layers[layer]).register_forward_pre_hook(hook))
-        try:
+            hooks.append((_out_proj(self.layers[layer]), hook))
+        with hooked(hooks):
             yield
-        finally:
-            for h in handles:
-                h.remove()
 
     def _body(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
         """Logits at each row's last position: the causal-LM forward (with whatever it does after
@@ -173,11 +181,8 @@ class Scanner:
         def last_only(mod, args):
             return (args[0][rows, last_pos][:, None],) + tuple(args[1:])
 
-        handle = self.unembed.register_forward_pre_hook(last_only)
-        try:
+        with hooked([(self.unembed, last_only)]):
             return self.model(inputs_embeds=embeds, use_cache=False).logits[:, -1]
-        finally:
-            handle.remove()
 
     def _logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
         """Logits of a forward resumed at layer `start` from its cached input `resid`."""
@@ -235,16 +240,12 @@ class Scanner:
     def residuals(self, prompts: Prompts) -> list[torch.Tensor]:
         """Input to every layer (index L is unused); index 0 is the embedding output."""
         cache: dict[int, torch.Tensor] = {}
-        handles = [layer.register_forward_pre_hook(
-            lambda mod, args, kwargs, i=i: cache.__setitem__(i, (args[0] if args else kwargs["hidden_states"]).detach()),
-            with_kwargs=True) for i, layer in enumerate(self.layers)]
-        try:
+        hooks = [(layer, lambda mod, args, kwargs, i=i: cache.__setitem__(
+            i, (args[0] if args else kwargs["hidden_states"]).detach())) for i, layer in enumerate(self.layers)]
+        with hooked(hooks, with_kwargs=True):
             dev = self.unembed.weight.device
             embeds = self.model.get_input_embeddings()(prompts.input_ids.to(dev))
             self.base(inputs_embeds=embeds, use_cache=False)
-        finally:
-            for h in handles:
-                h.remove()
         return [cache[i] for i in range(len(self.layers))]
 
     def _chunks(self, ablations, copies_max, n_layers):
