@@ -8,9 +8,9 @@ rule specificity:
         "results/specificity/{model}/{ablation}.parquet",
     params:
         tasks=TASKS,
-        opts=ablation_opts(),
+        opts=ablation_opts,
         batch_tokens=config["max_batch_tokens"],
-        device=config.get("device", "cpu"),
+        device=config["device"],
         code=code_version("specificity.py"),
     log:
         "results/logs/specificity/{model}/{ablation}.log",

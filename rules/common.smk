@@ -43,12 +43,10 @@ config["models"] = _with_sweep(config.get("models"), config.get("sweep"))
 MODELS = list(config["models"])
 SWEEP_MODELS = [m for m in MODELS if SWEEP_META in config["models"][m]]
 TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
-ABLATION_DEFAULTS = {"kinds": ["zero"], "units": ["query"], "min_group": 8}
-
-
 def ablation_block(model=None):
-    """The `ablation:` block (kinds, units, min_group), with the model's own block on top."""
-    block = {**ABLATION_DEFAULTS, **config.get("ablation", {})}
+    """The `ablation:` block (kinds, units, min_group; defaults from the schema), with the model's
+    own block on top."""
+    block = dict(config["ablation"])
     if model is not None:
         block.update(model_spec(model).get("ablation", {}))
     return block
@@ -60,13 +58,14 @@ def model_ablations(model):
     return [f"{k}-{u}" for k in b["kinds"] for u in b["units"]]
 
 
-def ablation_opts():
-    """What a score job needs beyond the ablation's name: the aligned-group size and the resample seed."""
-    return {"min_group": int(ablation_block()["min_group"]), "seed": int(config["seed"])}
+def ablation_opts(wildcards):
+    """What an ablation job needs beyond the ablation's name: the model's aligned-group size and
+    the resample seed."""
+    return {"min_group": int(ablation_block(wildcards.model)["min_group"]), "seed": int(config["seed"])}
 
 
 def bootstrap_opts():
-    b = {"n": 1000, "ci": 0.95, **config.get("bootstrap", {})}
+    b = config["bootstrap"]
     return {"n": int(b["n"]), "ci": float(b["ci"]), "seed": int(config["seed"])}
 
 
@@ -84,7 +83,7 @@ def models_for(task, ablation=None):
 
 
 def dataset_tasks():
-    shared = config["tasks"].get("facts", {}).get("shared", True)
+    shared = config["tasks"].get("facts", {}).get("shared")
     extra = ["facts_shared"] if "facts" in TASKS and shared and models_for("facts_shared") else []
     return TASKS + extra
 
@@ -215,7 +214,7 @@ def model_size(model):
 def estimate_resources(model, stage):
     """The estimate for one job of `stage` ('model', 'dataset', 'scores', 'curves', 'small') on `model`
     (None for jobs over many models), with the config's overrides applied."""
-    cuda = config.get("device", "cpu") == "cuda"
+    cuda = config["device"] == "cuda"
     params_b, units = model_size(model) if model else (0.0, 0)
     weights_gb = params_b * DTYPE_BYTES[model_spec(model).get("dtype", "float32")] if model else 0.0
     if stage == "model":
@@ -244,7 +243,7 @@ def estimate_resources(model, stage):
 def job_resources(stage, per_model=True):
     """Keyword arguments for a rule's `resources:` (`**job_resources("scores")`): one callable per
     resource name any job may set, returning None (no request) where a job sets none."""
-    keys = set(estimate_resources(None, "small")) | ({"gpu"} if config.get("device") == "cuda" else set())
+    keys = set(estimate_resources(None, "small")) | ({"gpu"} if config["device"] == "cuda" else set())
     for spec in [config] + [model_spec(m) for m in MODELS]:
         keys |= set(spec.get("resources", {}))
 
@@ -289,16 +288,13 @@ def stability_entries(task):
     return out
 
 
-ANALYSES = ("stability", "specificity", "robustness")
-
-
 def all_outputs():
     out = [card(m) for m in MODELS]
     for task, abl in table_pairs():
         out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
                 f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
     out += [f"results/figures/scale_{abl}.png" for abl in ABLATIONS]
-    extras = config.get("analysis", ANALYSES)
+    extras = config["analysis"]
     if "stability" in extras:
         out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
     out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
@@ -314,7 +310,7 @@ def all_outputs():
 def script_jobs():
     """rule -> the wildcards of each of its jobs in this run, for every rule that runs a script but
     the cost table itself, in pipeline order."""
-    extras = config.get("analysis", ANALYSES)
+    extras = config["analysis"]
     tm = [(t, m) for t in dataset_tasks() for m in models_for(t)]
     return {
         "model": [{"model": m} for m in MODELS],

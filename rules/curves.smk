@@ -9,10 +9,10 @@ rule curves:
     params:
         cfg=lambda wc: curve_config(wc.task, wc.model),
         seed=config["seed"],
-        opts=ablation_opts(),
+        opts=ablation_opts,
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
-        device=config.get("device", "cpu"),
+        device=config["device"],
         code=code_version("curve.py"),
     log:
         "results/logs/curves/{task}/{model}/{ablation}.log",

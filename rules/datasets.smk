@@ -11,7 +11,7 @@ rule dataset:
         cfg=lambda wc: task_config(wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
-        device=config.get("device", "cpu"),
+        device=config["device"],
         code=code_version("build_dataset.py"),
     log:
         "results/logs/data/{task}/{model}.log",

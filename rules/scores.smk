@@ -6,10 +6,10 @@ rule scores:
         scores="results/scores/{task}/{model}/{ablation}.parquet",
         prompts="results/scores/{task}/{model}/{ablation}.prompts.parquet",
     params:
-        opts=ablation_opts(),
+        opts=ablation_opts,
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
-        device=config.get("device", "cpu"),
+        device=config["device"],
         code=code_version("score.py"),
     log:
         "results/logs/scores/{task}/{model}/{ablation}.log",

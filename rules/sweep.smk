@@ -30,8 +30,8 @@ rule sweep_tables:
     params:
         models=lambda wc: [m for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
         meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
-        ci=config.get("sweep", {}).get("ci", 0.95),
-        stats={k: config["sweep"][k] for k in ("alpha", "p_adjust") if k in config.get("sweep", {})},  # schema defaults
+        ci=config.get("sweep", {}).get("ci"),  # this rule runs only with a sweep: (schema defaults)
+        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
         code=code_version("sweep_tables.py"),
     log:
         "results/logs/tables/sweep_{task}_{ablation}.log",
