@@ -1,6 +1,6 @@
 """Figures a reader trusts at a glance: one colour and marker per (family, attention) in every
 panel and figure, percentage axes from 0, ticks that do not overprint, MHA and GQA named in the
-legend; every figure takes polars frames (pandas too, during the move to polars)."""
+legend; every figure takes polars frames."""
 
 import ast
 from pathlib import Path
@@ -10,7 +10,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import polars as pl
 import pytest
 from matplotlib.colors import to_hex
@@ -60,7 +59,7 @@ def test_style_is_fixed_per_family_and_attention():
 
 def test_scale_one_colour_per_family_in_every_panel_and_figure():
     # the pair-only panel first and last: the old figure coloured toy GQA by its position in each panel
-    fig = plots.scale({"facts_shared": PAIR, "ioi": ALL.to_pandas(), "facts": PAIR})
+    fig = plots.scale({"facts_shared": PAIR, "ioi": ALL, "facts": PAIR})
     top = fig.axes[:3]
     gqa = {_colour_at(ax, TOY_GQA, "s") for ax in top}
     mha = {_colour_at(ax, TOY_MHA, "o") for ax in top}
@@ -115,19 +114,19 @@ def test_curves_accept_polars_and_start_at_zero():
     c = pl.DataFrame({"method": ["ranked"] * 4 + ["random"], "step": [1, 2, 3, 4, 1],
                       "damage": [0.3, 0.7, 0.9, 1.0, 0.1], "damage_lo": [0.2, 0.6, 0.8, 0.9, 0.0],
                       "damage_hi": [0.4, 0.8, 1.0, 1.1, 0.2]})
-    fig = plots.curves({"a": c, "b": c.to_pandas(), "c": c}, cards, title="t")
+    fig = plots.curves({"a": c, "b": c, "c": c}, cards, title="t")
     assert [ax.get_title() for ax in fig.axes] == ["MHA", "GQA"]  # MHA first
     assert fig.axes[0].get_ylim()[0] == 0
     texts = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
     assert any("MHA" in t for t in texts) and any("GQA" in t for t in texts)
 
 
-def test_heatmaps_and_stability_accept_polars_and_pandas():
+def test_heatmaps_and_stability_read_only_the_columns_they_draw():
     rng = np.random.default_rng(0)
     s = pl.DataFrame({"layer": np.repeat(np.arange(4), 32), "head": np.tile(np.arange(32), 4),
                       "unit": [f"L{i // 32}H{i % 32}" for i in range(128)], "drop": rng.normal(size=128)})
-    # a pandas score table carries a column of lists (`heads`) the figure never needs
-    sp = s.to_pandas().assign(heads=[[i % 32] for i in range(128)])
+    # a score table carries a column of lists (`heads`) the figure never needs
+    sp = s.with_columns(heads=pl.Series([[i % 32] for i in range(128)]))
     fig = plots.heatmaps({"m": s, "p": sp}, cards={"m": {"family": "toy", "attention": "gqa"}})
     assert "toy · GQA" in fig.axes[0].get_title()
     fig.canvas.draw()
@@ -171,4 +170,3 @@ def test_plots_does_not_import_pandas():
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not any(n.split(".")[0] == "pandas" for n in names)
-    assert isinstance(plots.frame(pd.DataFrame({"a": [1]})), pl.DataFrame)

@@ -17,11 +17,9 @@ peak memory are those of the last sample, so lower bounds (by up to 30 s of CPU 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
-from .io import atomic_path
+from . import io
 
 SHARED = "(shared)"
 ALL = "all"
@@ -113,8 +111,6 @@ def to_markdown(table: pl.DataFrame) -> str:
 def write_cost(jobs, csv_path, md_path) -> pl.DataFrame:
     """The cost table of (stage, model or None, benchmark file) triples, as CSV and Markdown."""
     table = cost_table(job_costs(jobs))
-    with atomic_path(csv_path) as tmp:
-        table.write_csv(tmp)
-    with atomic_path(md_path) as tmp:
-        Path(tmp).write_text(to_markdown(table))
+    io.write_csv(table, csv_path)
+    io.write_text(to_markdown(table), md_path)
     return table

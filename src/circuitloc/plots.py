@@ -25,13 +25,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 # -- frames ----------------------------------------------------------------------------------
 def frame(df, columns: list[str] | None = None) -> pl.DataFrame:
-    """A polars DataFrame of df (polars, pandas, or anything pl.DataFrame takes), keeping only
-    `columns` when given (those present): a pandas column of arrays (`heads`) that a figure does not
-    use never has to be converted. pandas is recognised by its module, never imported here."""
-    if type(df).__module__.split(".")[0] == "pandas":
-        if columns is not None:
-            df = df[[c for c in columns if c in df.columns]]
-        return pl.from_pandas(df)
+    """A polars DataFrame of df (polars, or anything pl.DataFrame takes), keeping only `columns`
+    when given (those present)."""
     out = df if isinstance(df, pl.DataFrame) else pl.DataFrame(df)
     return out.select([c for c in columns if c in out.columns]) if columns is not None else out
 
