@@ -89,7 +89,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         assert abs(curve["damage"][1] - 1.0) < 1e-5
         curve = curve.with_columns(method=pl.lit("ranked"), clean=pl.lit(clean), n_prompts=pl.lit(n))
         t1 = table1("ioi", {"planted": card}, {"planted": scores}, {"planted": curve})
-        assert t1["top_head"][0] == f"{A_[0]}.{A_[1]}" and t1["heads_to_80"][0] == 2
+        assert t1["top_head"][0] == f"L{A_[0]}H{A_[1]}" and t1["heads_to_80"][0] == 2
         assert not t1["heads_to_80_bounded"][0]
         assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
 
@@ -184,7 +184,7 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
     assert _cell(by_unit["layer"], "L1", "damage") > 0.85
     assert _cell(by_unit["layer"], "L1", "heads") == [0, 1, 2, 3] and _cell(by_unit["layer"], "L1", "head") == 0
     # Table 1 names the top unit by its kind; the layer unit needs one unit to reach 80%
-    for kind, top, h80 in (("kv", "1.0", 2), ("layer", "L1", 1)):
+    for kind, top, h80 in (("kv", "L1G0", 2), ("layer", "L1", 1)):
         s = by_unit[kind]
         ranked = [u for lbl in s.sort("drop", descending=True, maintain_order=True)["unit"]
                   for u in units(card, kind) if u["unit"] == lbl]

@@ -60,12 +60,6 @@ def unit_kind(label: str) -> str:
     raise ValueError(f"not a unit label: {label!r}")
 
 
-def short_label(label: str, layer: int, head: int) -> str:
-    """The tables' name of a unit: 'layer.head' for a query head, 'layer.group' for a kv group (the
-    table's unit_kind column says which), 'L{layer}' for a whole layer."""
-    return f"L{int(layer)}" if unit_kind(label) == "layer" else f"{int(layer)}.{int(head)}"
-
-
 def rank(scores: pl.DataFrame) -> pl.DataFrame:
     """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
     order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""

@@ -107,7 +107,7 @@ def read_parquet(path, columns: tuple | list = (), what: str = "table"):
     return df
 
 
-# columns that look numeric but name things: a unit ('0.3' is layer 0, head 3; '1.10' is layer 1, group 10)
+# columns that name things (a unit: L0H3, L1G0, L2): strings, whatever a CSV reader would guess
 TEXT_COLUMNS = ("top_head", "top_kv_group", "top_layer")
 
 

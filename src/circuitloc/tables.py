@@ -9,7 +9,7 @@ import polars as pl
 
 from . import io
 from . import metrics as M
-from .ablation import rank, short_label, unit_kind
+from .ablation import rank, unit_kind
 from .io import frame
 from .tasks.registry import task_of
 
@@ -18,8 +18,9 @@ TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}
 
 
 def _top_label(row) -> dict:
-    """{top_head | top_kv_group | top_layer: the unit's short label} for a scores or curve row."""
-    return {TOP_COLUMN[unit_kind(row["unit"])]: short_label(row["unit"], row["layer"], row["head"])}
+    """{top_head | top_kv_group | top_layer: the unit's label} for a scores or curve row: the same
+    label (L0H3, L0G1, L0) as the scores, stability and specificity tables."""
+    return {TOP_COLUMN[unit_kind(row["unit"])]: row["unit"]}
 
 
 def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
