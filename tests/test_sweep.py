@@ -50,12 +50,14 @@ def test_sweep_config_dag_has_one_training_job_per_model():
     assert int(stats["sweep_tables"]) == 3 * 3  # per task, zero ablation of query heads, kv groups and layers
     assert int(stats["scores"]) == n * 3 * 3  # every toy on three tasks under three units
     assert "dataset_shared_facts" not in stats  # tasks.facts.shared: false
-    # the cluster sweep: valid against the schema, 10 seeds x 4 KV counts x 3 sizes
+    # the cluster sweep: valid against the schema, 10 seeds x (4 KV counts x 3 sizes + 3 x 2 capacity sizes)
     from snakemake.utils import validate
 
     large = yaml.safe_load((ROOT / "config" / "sweep_large.yaml").read_text())
     validate(large, str(ROOT / "config" / "schema.yaml"))
-    assert len(expand(large["sweep"])) == 10 * 4 * 3
+    big = expand(large["sweep"])
+    assert len(big) == 10 * (4 * 3 + 3 * 2)
+    assert {s["toy"]["d_model"] // s["toy"]["n_heads"] for s in big.values()} >= {32}  # a d_head >= 32 size
 
 
 def test_siblings_differ_only_in_attention_projection_shapes(tmp_path):
@@ -234,3 +236,38 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     summary = _by(pl.read_csv(out["s.csv"]), "kv_heads")
     assert summary[8]["no_behaviour_seeds"] == 1 and summary[2]["excluded_seeds"] == 1
     assert out["f.png"].stat().st_size > 10_000
+
+
+def _n_params(toy: dict) -> int:
+    """An independent count: the Qwen2 model transformers builds for these shapes (tiny vocab)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=50, hidden_size=toy["d_model"], intermediate_size=toy["d_mlp"],
+                      num_hidden_layers=toy["n_layers"], num_attention_heads=toy["n_heads"],
+                      num_key_value_heads=toy["n_kv_heads"], tie_word_embeddings=True)
+    return sum(p.numel() for p in Qwen2ForCausalLM(cfg).parameters())
+
+
+def test_match_params_gives_back_the_kv_parameters_in_the_mlp():
+    """A size with d_head 32 and its own KV list; with match_params each GQA/MQA toy has the MHA toy's
+    parameter count to within the rounding of the MLP width (<= 1.5 d_model per layer), without it
+    fewer KV heads mean visibly fewer parameters."""
+    sweep = {"seeds": [0], "kv_heads": [8, 4, 2, 1], "recipe": {"n_heads": 8, "d_model": 64, "d_mlp": 256},
+             "sizes": {"dh32": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_mlp": 256, "kv_heads": [4, 2, 1]},
+                       "dh32pm": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_mlp": 256, "kv_heads": [4, 2, 1],
+                                  "match_params": True}}}
+    models = expand(sweep)
+    assert len(models) == 6
+    toys = {(s["sweep"]["size"], s["sweep"]["kv_heads"]): s["toy"] for s in models.values()}
+    assert all("kv_heads" not in t and "match_params" not in t for t in toys.values())
+    assert [toys[("dh32pm", k)]["d_mlp"] for k in (4, 2, 1)] == [256, 256 + 43, 256 + 64]  # 2*129*32*(4-K)/384
+    n = {key: _n_params(t) for key, t in toys.items()}
+    for kv in (2, 1):
+        assert abs(n[("dh32pm", kv)] - n[("dh32pm", 4)]) <= 1.5 * 128 * 2  # half a width unit per layer
+        assert n[("dh32", 4)] - n[("dh32", kv)] > 10 * 128 * 2
+    assert n[("dh32pm", 4)] == n[("dh32", 4)]
+
+
+def test_a_size_without_an_mha_model_is_refused():
+    with pytest.raises(ConfigError, match="sweep.sizes.x.kv_heads"):
+        expand({**SWEEP, "sizes": {"x": {"n_layers": 2, "kv_heads": [4, 2]}}})

@@ -13,7 +13,7 @@ import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk
 
 EXPECTED = ROOT / ".test" / "expected"
-# unit labels that look numeric ('0.3': layer 0, head 3), read as text
+# unit labels (L0H3, L1G0, L2) read as text
 TEXT = {"top_head": str, "top_kv_group": str, "top_layer": str}
 GOLDEN_TABLES = ["table1_ioi_zero-query", "table2_ioi_zero-query", "table1_induction_zero-query",
                  "table1_facts_zero-query", "table1_facts_shared_zero-query", "table1_ioi_mean-kv",

@@ -20,10 +20,33 @@ def model_name(prefix: str, size: str, kv: int, seed: int) -> str:
     return f"{prefix}_{size}_kv{kv}_s{seed}"
 
 
+# Per-size keys that are not architecture fields.
+SIZE_KEYS = ("kv_heads", "match_params")
+
+
+def kv_params(d_model: int, n_heads: int, n_kv_heads: int) -> int:
+    """Key and value projection parameters of one toy layer (Qwen2: weights and biases)."""
+    d_head = d_model // n_heads
+    return 2 * n_kv_heads * d_head * (d_model + 1)
+
+
+def matched_d_mlp(arch: dict, kv: int) -> int:
+    """The MLP width that gives back what fewer KV heads take away: a gated MLP has 3 d_model
+    parameters per unit of width, so KV 1 of 8 at d_model 128 (d_head 32) gets +64.5 -> +64
+    units per layer. Rounding leaves at most 1.5 d_model parameters per layer."""
+    d_model, heads = int(arch["d_model"]), int(arch["n_heads"])
+    removed = kv_params(d_model, heads, heads) - kv_params(d_model, heads, kv)
+    return int(arch["d_mlp"]) + round(removed / (3 * d_model))
+
+
 def expand(sweep: dict) -> dict:
     """{model name: model spec}: one toy per size x KV-head count x seed. The recipe is shared; a
     size sets only architecture fields; a model differs from its siblings only in n_kv_heads, seed
-    and its size's fields. Models of one size and seed form a family (the controlled set)."""
+    and its size's fields. Models of one size and seed form a family (the controlled set).
+
+    A size may name its own `kv_heads` (for example 4, 2, 1 for 4 query heads of width 32) and
+    `match_params: true`: then each model's MLP is widened by what its fewer KV heads removed
+    (`matched_d_mlp`), so attention type is separated from parameter count."""
     prefix = sweep.get("prefix", "sweep")
     recipe = dict(sweep["recipe"])
     for key in ("n_kv_heads", "seed"):
@@ -32,15 +55,26 @@ def expand(sweep: dict) -> dict:
     extra = dict(sweep.get("model", {}))  # model-level keys for every sweep model (tasks, curves, ablation)
     out = {}
     for size, arch in sweep["sizes"].items():
-        toy = {**recipe, **arch}
+        toy = {**recipe, **{k: v for k, v in arch.items() if k not in SIZE_KEYS}}
         heads = int(toy.get("n_heads", 8))
-        for kv in sweep["kv_heads"]:
+        kv_list = arch.get("kv_heads", sweep["kv_heads"])
+        field = f"sweep.sizes.{size}.kv_heads" if "kv_heads" in arch else "sweep.kv_heads"
+        if max(int(k) for k in kv_list) != heads:
+            raise ConfigError(f"{field}: {list(kv_list)} has no MHA model (n_kv_heads = n_heads = {heads}), "
+                              f"which the paired comparisons of size {size!r} need")
+        for kv in kv_list:
             if heads % int(kv):
-                raise ConfigError(f"sweep.kv_heads: {kv} does not divide n_heads = {heads} (size {size!r})")
+                raise ConfigError(f"{field}: {kv} does not divide n_heads = {heads} (size {size!r})")
+            shape = dict(toy)
+            if arch.get("match_params"):
+                for key in ("d_model", "d_mlp"):
+                    if key not in shape:
+                        raise ConfigError(f"sweep.sizes.{size}: match_params needs {key} in the size or the recipe")
+                shape["d_mlp"] = matched_d_mlp({**shape, "n_heads": heads}, int(kv))
             for seed in sweep["seeds"]:
                 out[model_name(prefix, size, int(kv), int(seed))] = {
                     **extra, "source": "toy", "family": f"{prefix}_{size}_s{seed}",
-                    "toy": {**toy, "n_kv_heads": int(kv), "seed": int(seed)},
+                    "toy": {**shape, "n_kv_heads": int(kv), "seed": int(seed)},
                     META: {"size": size, "kv_heads": int(kv), "seed": int(seed)}}
     return out
 
