@@ -170,3 +170,30 @@ def test_plots_does_not_import_pandas():
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not any(n.split(".")[0] == "pandas" for n in names)
+
+
+def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
+    """A size of 4 query heads (KV 4, 2, 1) beside one of 8 (KV 8, 4, 2, 1): each MHA sits at '1 MHA',
+    so KV 4 of the 4-head size is drawn as MHA, not as the 8-head size's GQA; a greedy panel joins."""
+    from circuitloc import sweep as SW
+
+    rows = []
+    for size, kvs in (("a", (8, 4, 2, 1)), ("b", (4, 2, 1))):
+        for kv in kvs:
+            for seed in range(3):
+                rows.append({"size": size, "kv_heads": kv, "seed": seed, "model": f"{size}{kv}{seed}",
+                             "accepted": True, "task_behaviour": True, "clean_metric": "ld", "clean": 8.0,
+                             "top_head_pct": 30.0 + kv + seed, "top_head_pct_lo": 25.0, "top_head_pct_hi": 45.0,
+                             "heads_to_80": 3.0, "heads_to_80_frac": 0.2, "heads_to_80_censored": False,
+                             "heads_to_80_bound": np.nan, "heads_to_80_frac_bound": np.nan,
+                             "heads_to_80_greedy": 2.0, "heads_to_80_greedy_frac": 0.1,
+                             "heads_to_80_greedy_censored": False, "heads_to_80_greedy_bound": np.nan,
+                             "heads_to_80_greedy_frac_bound": np.nan,
+                             "effective_units": 3.0, "top_share": 0.4, "n_units": 16})
+    pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
+    fig = plots.sweep(SW.summarize(pm, 0.95), pm)
+    assert len(fig.axes) == 4 and "greedy" in fig.axes[3].get_ylabel()
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1\nMHA", "2\nGQA", "4\nGQA", "8\nMQA"]
+    lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines() if ln.get_label() in ("a", "b")}
+    xb = np.round(np.asarray(lines["b"].get_xdata(), float))
+    assert list(xb) == [0, 1, 2]  # KV 4 (MHA of size b), 2, 1 at ratios 1, 2, 4

@@ -159,7 +159,7 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
         assert not np.isin(x, [16.0, 17.0, 1.0, 17 / 16]).any(), x
     two = pairs[2]
     assert (two["heads_to_80_frac_wins"], two["heads_to_80_frac_losses"], two["heads_to_80_frac_ties"]) == (6, 0, 0)
-    assert two["censored_pairs"] == 3
+    assert two["heads_to_80_censored_pairs"] == 3
     assert two["heads_to_80_frac_p"] == pytest.approx(2 / 64)  # exact: every pair favours GQA, 6 pairs
     # MHA's six: 6/16 three times and '> 16/16' three times; the median straddles a censored value, so
     # it is the bound (0.375 + 1.0) / 2, flagged as one
@@ -182,6 +182,36 @@ def test_paired_table_holm_adjusts_every_test_and_keeps_the_raw_p():
     assert (pairs["n_tests"] == np.isfinite(raw).sum()).all()
     bh = paired(_planted(effect=10), p_adjust="bh")
     assert "top_head_pct_p_bh" in bh.columns and (bh["top_head_pct_p_bh"] <= pairs["top_head_pct_p_holm"] + 1e-12).all()
+
+
+def test_greedy_heads_to_80_is_tested_adjusted_and_carries_the_verdict():
+    """With greedy curves the paired table tests greedy and ranked heads-to-80% beside the top head
+    score, Holm over all three columns, and the verdict reads greedy (the paper's). Planted: top head
+    and ranked show nothing significant; greedy needs 2 heads under KV 1 against 5 under MHA on all 8
+    seeds (exact p 2/2^8, times 3 tests under Holm)."""
+    spec = {}
+    for s in range(8):
+        spec[(8, s)] = (30.0 + s, "6", 5.0)
+        spec[(1, s)] = (30.0 + s + (0.5 if s % 2 else -0.3), "6", 5.0)
+    t1, meta = _rows(spec)
+    greedy = [5 if meta[m]["kv_heads"] == 8 else 2 for m in t1["model"]]
+    t1 = t1.with_columns(heads_to_80_greedy=pl.Series(greedy), heads_to_80_greedy_bounded=pl.lit(False),
+                         heads_to_80_greedy_frac=pl.Series(greedy) / 16)
+    pm = per_model(t1, meta, {})
+    assert pm["heads_to_80_greedy_censored"].sum() == 0
+    pairs = paired(pm)
+    one = pairs.row(0, named=True)
+    assert one["heads_to_80_greedy_frac_wins"] == 8 and one["heads_to_80_frac_ties"] == 8
+    assert one["top_head_pct_p_holm"] > 0.05
+    from circuitloc.stats import holm
+
+    raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p", "heads_to_80_greedy_frac_p").to_numpy().ravel()
+    adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm", "heads_to_80_greedy_frac_p_holm").to_numpy().ravel()
+    assert np.allclose(adj, holm(raw), equal_nan=True)
+    assert one["heads_to_80_greedy_frac_p_holm"] < 0.05 and one["verdict_heads_to"] == "greedy"
+    assert one["verdict"].endswith("yes")  # greedy significant, top head pointing the same way
+    summary = _by(summarize(pm), "kv_heads")
+    assert summary[1]["heads_to_80_greedy_median"] == 2 and summary[8]["heads_to_80_greedy"] == 5
 
 
 def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_pairs():
@@ -231,7 +261,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
                               out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
     fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
-    assert pairs["seeds"][0] == "0 1" and pairs["censored_pairs"][0] == 1
+    assert pairs["seeds"][0] == "0 1" and pairs["heads_to_80_censored_pairs"][0] == 1
     assert "top_head_pct_p_holm" in pairs.columns and "holm" in out["p.md"].read_text()
     summary = _by(pl.read_csv(out["s.csv"]), "kv_heads")
     assert summary[8]["no_behaviour_seeds"] == 1 and summary[2]["excluded_seeds"] == 1

@@ -340,33 +340,40 @@ SIZE_STYLES = [("#0072B2", "o"), ("#D55E00", "s"), ("#009E73", "D"), ("#CC79A7",
                ("#56B4E9", "P")]
 
 
-def _kv_label(kv: int, n_heads: int) -> str:
-    kind = "MHA" if kv == n_heads else "MQA" if kv == 1 else "GQA"
-    return f"{kv}\n{kind}"
+def _group_label(ratio: int, kvs: set) -> str:
+    """A tick for `ratio` query heads per KV head; `kvs` the KV-head counts drawn there."""
+    kind = "MHA" if ratio == 1 else "MQA" if kvs == {1} else "GQA"
+    return f"{ratio}\n{kind}"
 
 
 def sweep(summary, per_model, title: str = ""):
-    """Top head score, heads-to-80% and its fraction against the number of KV heads (MHA on the
-    left, MQA on the right), one line per size, seeds as dots (only the toys each row uses). Top
+    """Top head score and heads-to-80% (ranked: count and fraction; greedy: fraction, when drawn)
+    against the number of query heads per KV head (1 = MHA on the left; sizes with different head
+    counts share the axis), one line per size, seeds as dots (only the toys each row uses). Top
     head: mean and t-interval across seeds. Heads-to-80%: the median (an open marker where it is a
     lower bound), a censored seed ('> K') drawn at its bound K as a triangle. A size keeps one
     colour and marker in every panel (its position among the sizes, in the summary's order)."""
     summary, per_model = frame(summary), frame(per_model)
-    panels = [("top_head_pct", "top head score (% damage)"), ("heads_to_80", "heads to 80% damage"),
-              ("heads_to_80_frac", "heads to 80% (fraction of units)")]
+    panels = [("top_head_pct", "top head score (% damage)"), ("heads_to_80", "heads to 80% damage, ranked"),
+              ("heads_to_80_frac", "heads to 80%, ranked (fraction of units)")]
+    if "heads_to_80_greedy_frac_median" in summary.columns:
+        panels.append(("heads_to_80_greedy_frac", "heads to 80%, greedy (fraction of units)"))
     sizes = list(dict.fromkeys(summary["size"].cast(pl.String).to_list()))
-    n_heads = int(summary["kv_heads"].max()) if len(summary) else 0
+    mha_kv = {s: int(g["kv_heads"].max()) for (s,), g in summary.group_by(pl.col("size").cast(pl.String))}
+    ratio = lambda size, kv: mha_kv[size] // int(kv)  # noqa: E731
+    ratios = sorted({ratio(s, k) for s, k in zip(summary["size"].cast(pl.String).to_list(), summary["kv_heads"].to_list())})
+    drawn = {r: {int(k) for s, k in zip(summary["size"].cast(pl.String).to_list(), summary["kv_heads"].to_list())
+                 if ratio(s, k) == r} for r in ratios}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False, layout="constrained")
     shift = lambda i: (i - (len(sizes) - 1) / 2) * 0.08
     for ax, (m, label) in zip(axes[0], panels):
         censorable = f"{m}_median" in summary.columns
         ys = [0.0]
-        kvs = sorted(set(summary["kv_heads"].to_list()), reverse=True)
-        pos = {kv: j for j, kv in enumerate(kvs)}
+        pos = {r: j for j, r in enumerate(ratios)}
         for i, size in enumerate(sizes):
             colour, marker = SIZE_STYLES[i % len(SIZE_STYLES)]
             g = summary.filter(pl.col("size").cast(pl.String) == size).sort("kv_heads", descending=True)
-            x = np.array([pos[k] for k in g["kv_heads"].to_list()], float) + shift(i)
+            x = np.array([pos[ratio(size, k)] for k in g["kv_heads"].to_list()], float) + shift(i)
             if censorable:
                 y = _np(g, f"{m}_median")
                 ax.plot(x, y, marker=marker, color=colour, label=str(size))
@@ -383,19 +390,19 @@ def sweep(summary, per_model, title: str = ""):
                 used = [int(s) for s in seeds.split()]
                 pts = per_model.filter((pl.col("size").cast(pl.String) == size) & (pl.col("kv_heads") == kv)
                                        & pl.col("seed").is_in(used))
-                xs = np.full(len(pts), pos[kv] + shift(i))
+                xs = np.full(len(pts), pos[ratio(size, kv)] + shift(i))
                 if censorable:
-                    cens = pts["heads_to_80_censored"].cast(pl.Boolean).fill_null(False).to_numpy()
+                    cens = pts[f"{m.removesuffix('_frac')}_censored"].cast(pl.Boolean).fill_null(False).to_numpy()
                     ax.scatter(xs[~cens], _np(pts, m)[~cens], s=8, alpha=0.4, color=colour)
                     ax.scatter(xs[cens], _np(pts, f"{m}_bound")[cens], s=14, alpha=0.5, marker="^", color=colour)
                     ys += list(_np(pts, m)) + list(_np(pts, f"{m}_bound"))
                 else:
                     ax.scatter(xs, _np(pts, m), s=8, alpha=0.4, color=colour)
                     ys += list(_np(pts, m))
-        ax.set_xticks(np.arange(len(kvs)), [_kv_label(int(k), n_heads) for k in kvs])
-        ax.set_xlabel(f"KV heads ({n_heads} query heads: MHA → GQA → MQA)")
+        ax.set_xticks(np.arange(len(ratios)), [_group_label(r, drawn[r]) for r in ratios])
+        ax.set_xlabel("query heads per KV head (MHA → GQA → MQA)")
         ax.set_ylabel(label + (" (median)" if censorable else ""))
-        if m == "heads_to_80_frac":
+        if m.endswith("_frac"):
             _from_zero(ax, ys, top=1.0, pad=0.04)
         else:
             _from_zero(ax, ys, pad=0.08)

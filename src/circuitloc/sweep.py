@@ -113,16 +113,19 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     for i, r in enumerate(table1.iter_rows(named=True)):
         if r["model"] not in meta:
             continue
-        count, frac, censored = M.heads_to_censored(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
+        h80 = {}
+        for base in heads_to_measures(table1.columns):  # ranked, and greedy where the curves have it
+            count, frac, censored = M.heads_to_censored(r[base], r[f"{base}_bounded"], r["n_units"])
+            h80.update({base: np.nan if censored else count, f"{base}_frac": np.nan if censored else frac,
+                        f"{base}_censored": censored, f"{base}_bound": count if censored else np.nan,
+                        f"{base}_frac_bound": frac if censored else np.nan})
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "task_behaviour": bool(ok[i]), "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
                      "clean": _num(r[clean_col]) if clean_col else np.nan,
                      "top_head_pct": _num(r["top_head_pct"]),
                      "top_head_pct_lo": _num(r.get("top_head_pct_lo")),
                      "top_head_pct_hi": _num(r.get("top_head_pct_hi")),
-                     "heads_to_80": np.nan if censored else count, "heads_to_80_frac": np.nan if censored else frac,
-                     "heads_to_80_censored": censored, "heads_to_80_bound": count if censored else np.nan,
-                     "heads_to_80_frac_bound": frac if censored else np.nan,
+                     **h80,
                      "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
                      "n_units": int(r["n_units"])})
     pm = frame(rows)
@@ -137,14 +140,21 @@ def _num(v) -> float:
 
 
 METRICS = ("top_head_pct", "top_share", "effective_units")  # uncensored: mean and t-interval across seeds
-CENSORED = ("heads_to_80", "heads_to_80_frac")  # may be '> K': median (or bound), censored count
+# heads-to-80% on the ranked curve and on the greedy curve (the paper's): may be '> K', so a median
+# (or bound) and a censored count, never a mean over made-up values
+HEADS_TO = ("heads_to_80", "heads_to_80_greedy")
+
+
+def heads_to_measures(columns) -> list[str]:
+    """The heads-to-80% measures a table has: ranked always, greedy when its curves had one."""
+    return [m for m in HEADS_TO if m in columns]
 
 
 def _values(g, m):
-    """(value or bound, censored) of a censorable measure, one per row of g."""
+    """(value or bound, censored) of a censorable measure (a count or its _frac), one per row of g."""
     import numpy as np
 
-    censored = g["heads_to_80_censored"].to_numpy().astype(bool)
+    censored = g[f"{m.removesuffix('_frac')}_censored"].to_numpy().astype(bool)
     v = np.where(censored, _floats(g[f"{m}_bound"]), _floats(g[m]))
     return v, censored
 
@@ -168,15 +178,16 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
     for m in ("clean",) + METRICS:
         x = _floats(g[m])
         row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(x[np.isfinite(x)], ci)
-    censored = int(g["heads_to_80_censored"].sum())
-    row[f"{prefix}heads_to_80_censored"] = censored
-    for m in CENSORED:
-        if censored:
-            row[f"{prefix}{m}"] = row[f"{prefix}{m}_lo"] = row[f"{prefix}{m}_hi"] = np.nan
-        else:
-            row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(_floats(g[m]), ci)
-        med, bound = S.censored_median(*_values(g, m))
-        row[f"{prefix}{m}_median"], row[f"{prefix}{m}_median_is_bound"] = med, bound
+    for base in heads_to_measures(g.columns):
+        censored = int(g[f"{base}_censored"].sum())
+        row[f"{prefix}{base}_censored"] = censored
+        for m in (base, f"{base}_frac"):
+            if censored:
+                row[f"{prefix}{m}"] = row[f"{prefix}{m}_lo"] = row[f"{prefix}{m}_hi"] = np.nan
+            else:
+                row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(_floats(g[m]), ci)
+            med, bound = S.censored_median(*_values(g, m))
+            row[f"{prefix}{m}_median"], row[f"{prefix}{m}_median_is_bound"] = med, bound
     return row
 
 
@@ -221,10 +232,12 @@ def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
     """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, on the
     seeds where both passed their checks and show task behaviour (both sides' means over exactly
     those seeds). Top head score (higher = more concentrated): mean difference, t-interval, paired
-    t-test. Heads-to-80% as a fraction (lower = more concentrated; '> K' censored): wins, losses and
-    ties of the fewer-KV model, and an exact sign-flip test on Gehan scores (censored values rank
-    above every observed value at or below their bound; two censored values tie). Every p-value of
-    the table is adjusted together (`p_adjust`: holm, or bh), and the verdict uses the adjusted p."""
+    t-test. Heads-to-80% as a fraction (lower = more concentrated; '> K' censored), on the greedy
+    curve (the paper's) and on the ranked curve: wins, losses and ties of the fewer-KV model, and an
+    exact sign-flip test on Gehan scores (censored values rank above every observed value at or below
+    their bound; two censored values tie). Every p-value of the table is adjusted together
+    (`p_adjust`: holm, or bh). The verdict reads the top head score and the paper's heads-to-80%
+    (greedy where the sweep drew greedy curves, else ranked), with adjusted p; the other is shown."""
     import numpy as np
     import polars as pl
     from scipy import stats
@@ -257,28 +270,33 @@ def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
                 if len(seeds) > 1 and np.std(d) > 0 else np.nan
             row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
                         "top_head_pct_p": p})
-            m = "heads_to_80_frac"
-            for side, t in (("mha_", b), ("", o)):
-                row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
-            test = S.paired_censored(*_values(b, m), *_values(o, m))
-            row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
-                        f"{m}_p": test["p"], "_h80_stat": test["stat"],
-                        "censored_pairs": int((b["heads_to_80_censored"].to_numpy().astype(bool)
-                                               | o["heads_to_80_censored"].to_numpy().astype(bool)).sum())})
+            for h in heads_to_measures(g.columns):
+                m = f"{h}_frac"
+                for side, t in (("mha_", b), ("", o)):
+                    row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
+                test = S.paired_censored(*_values(b, m), *_values(o, m))
+                row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
+                            f"{m}_p": test["p"], f"_{h}_stat": test["stat"],
+                            f"{h}_censored_pairs": int((b[f"{h}_censored"].to_numpy().astype(bool)
+                                                           | o[f"{h}_censored"].to_numpy().astype(bool)).sum())})
             rows.append(row)
     df = frame(rows)
     if len(df) == 0:
         return df
-    tests = ("top_head_pct_p", "heads_to_80_frac_p")
+    measures = heads_to_measures(pm.columns)
+    paper = measures[-1]  # greedy when present: the paper's heads-to-80%
+    tests = ("top_head_pct_p",) + tuple(f"{h}_frac_p" for h in measures)
     values = np.column_stack([_floats(df[c]) for c in tests])
     adj = S.P_ADJUST[p_adjust](values.ravel()).reshape(len(df), len(tests))
     for j, col in enumerate(tests):
         df = df.insert_column(df.columns.index(col) + 1, pl.Series(f"{col}_{p_adjust}", adj[:, j], dtype=pl.Float64))
     df = df.with_columns(n_tests=pl.lit(int(np.isfinite(values).sum()), pl.Int64))
     verdicts = [_verdict([(np.sign(r["top_head_pct_diff"]), r[f"top_head_pct_p_{p_adjust}"]),
-                          (-np.sign(r["_h80_stat"]), r[f"heads_to_80_frac_p_{p_adjust}"])],
+                          (-np.sign(r[f"_{paper}_stat"]), r[f"{paper}_frac_p_{p_adjust}"])],
                          alpha, p_adjust, r["n_pairs"]) for r in df.iter_rows(named=True)]
-    return df.with_columns(verdict=pl.Series(verdicts, dtype=pl.String)).drop("_h80_stat")
+    return df.with_columns(verdict=pl.Series(verdicts, dtype=pl.String),
+                           verdict_heads_to=pl.lit("greedy" if paper.endswith("greedy") else "ranked", pl.String)
+                           ).drop([f"_{h}_stat" for h in measures])
 
 
 def _verdict(signs, alpha, p_adjust="holm", n_pairs=2) -> str:

@@ -92,7 +92,8 @@ def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv
                 "the seeds of each row's paired comparison with MHA")
     n_tests = int(pairs["n_tests"][0]) if len(pairs) else 0
     write_table(pairs, out_paired_csv, out_paired_md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
-                "against the MHA model of the same seed and size (top head: paired t-test; heads-to-80%: exact "
-                "sign-flip test on censoring-aware ranks; p adjusted by "
+                "against the MHA model of the same seed and size (top head: paired t-test; heads-to-80%, greedy "
+                "where drawn (the verdict's, column verdict_heads_to) and ranked: exact sign-flip test on "
+                "censoring-aware ranks; p adjusted by "
                 f"{opts['p_adjust']} over the {n_tests} tests of this table)")
     return summary, pm
