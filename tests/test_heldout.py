@@ -174,3 +174,21 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     s = io.read_parquet(scores)
     assert s["metric"][0] == "accuracy" and "margin_clean" in s.columns
     assert set(np.round(s["accuracy_ablated"].to_numpy() * 6, 6)) <= set(range(7))  # steps of 1/n
+
+
+@pytest.mark.parametrize("name", ["config/config.yaml", ".test/config.yaml", "config/sweep.yaml",
+                                  "config/sweep_large.yaml", "config/paper.yaml"])
+def test_configs_leave_heldout_rows_where_curves_use_them(name):
+    """Under curves.prompts: heldout (the default) every fixed-size task keeps rows beyond its
+    n_score, for every model's overrides (facts sets are filtered per model: checked when built)."""
+    cfg = yaml.safe_load((ROOT / name).read_text())
+    prompts = cfg["curves"].get("prompts", "heldout")
+    models = cfg.get("models") or {}
+    for model, spec in list(models.items()) + [(None, {})]:
+        if spec.get("curves", {}).get("prompts", prompts) != "heldout":
+            continue
+        for task in ("ioi", "induction"):
+            t = {**cfg["tasks"][task], **spec.get("tasks", {}).get(task, {})}
+            assert t["n"] > t["n_score"], (name, model, task)
+    if name == "config/paper.yaml":  # the paper's protocol: induction is scored on all of its rows
+        assert prompts == "all" and cfg["tasks"]["facts"]["metric"] == "accuracy"
