@@ -112,6 +112,21 @@ def task_config(task, model):
     return cfg
 
 
+def dataset_config(task, model):
+    """What a dataset job depends on: the task's settings less the metric it is scored with, so
+    changing `tasks.facts.metric` reruns scores and curves, never the datasets."""
+    return {k: v for k, v in task_config(task, model).items() if k != "metric"}
+
+
+def task_metric(task):
+    """The facts metric that damage, rankings and curves use (config `tasks.facts.metric`, default
+    in config/schema.yaml); None for the other tasks, which have one metric each. One for every
+    model: a table compares models on it."""
+    if not task.startswith("facts"):
+        return None
+    return config["tasks"].get("facts", {}).get("metric", "margin")
+
+
 def curve_config(task, model):
     cfg = copy.deepcopy(config["curves"])
     cfg.update(model_spec(model).get("curves", {}))

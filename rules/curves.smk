@@ -10,6 +10,7 @@ rule curves:
         cfg=lambda wc: curve_config(wc.task, wc.model),
         seed=config["seed"],
         opts=ablation_opts,
+        metric=lambda wc: task_metric(wc.task),
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],

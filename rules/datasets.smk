@@ -8,7 +8,7 @@ rule dataset:
     wildcard_constraints:
         task="ioi|induction|facts",
     params:
-        cfg=lambda wc: task_config(wc.task, wc.model),
+        cfg=lambda wc: dataset_config(wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],

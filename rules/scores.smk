@@ -7,6 +7,7 @@ rule scores:
         prompts="results/scores/{task}/{model}/{ablation}.prompts.parquet",
     params:
         opts=ablation_opts,
+        metric=lambda wc: task_metric(wc.task),
         bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],

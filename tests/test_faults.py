@@ -79,7 +79,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
             P.score("ioi", card, data, "zero-query", *out, opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
         else:
             P.curve("ioi", card, data, scores, "zero-query", {"n_curve": 16, "max_steps": 3, "methods": ["ranked"],
-                                                                "control_draws": 2}, 0, *out, opts=OPTS)
+                                                                "control_draws": 2, "prompts": "all"}, 0, *out, opts=OPTS)
     msg = str(e.value)
     for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
         assert part in msg, (part, msg)

@@ -136,15 +136,20 @@ def _curve_rows(method, order, values, clean, floor, task):
 
 def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None,
                  clean_pp=None, bootstrap=None):
-    """Units ablated cumulatively in descending single-unit order; with per-prompt clean values and
-    `bootstrap`, each step carries a damage interval over prompts. `floor`: a number or one value
+    """Units ablated cumulatively in descending single-unit order (and, per step, the task's extra
+    metrics beside its own); with per-prompt clean values and `bootstrap`, each step carries a
+    damage interval over prompts. `floor`: a number or one value
     per prompt (then resampled with the prompts)."""
     floor_pp, floor = _floor(floor)
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
-    per_prompt = scanner.run(prompts, sets, {task.metric_name: task.metric}, progress=progress)[task.metric_name]
+    res = scanner.run(prompts, sets, {task.metric_name: task.metric, **task.extra}, progress=progress)
+    per_prompt = res[task.metric_name]
     vals = per_prompt.mean(dim=1).numpy()
     rows = _curve_rows("ranked", order, vals, clean, floor, task)
+    for extra in task.extra:  # facts: the metrics it is not ranked on (accuracy, ...), at every step
+        for r, v in zip(rows, res[extra].mean(dim=1).numpy()):
+            r[extra] = float(v)
     if bootstrap and clean_pp is not None:
         iv = _intervals(clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
         iv.pop("top_freq", None)

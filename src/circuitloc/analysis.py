@@ -129,16 +129,17 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
 def behaves(t1: pl.DataFrame, task: str) -> np.ndarray:
     """Per Table 1 row (a bool array): does the model show task behaviour (clean metric better than
     the task-gone floor)? From the `task_behaviour` column (empty: unknown, counted as yes); for a
-    table without it, baseline > 0 where the floor is 0 (LD, accuracy), else assumed."""
+    table without it, baseline > 0 where the floor is 0 (LD, facts accuracy and margin), else assumed."""
     if "task_behaviour" in t1.columns:
         v = t1["task_behaviour"]
         if v.dtype.is_float():
             v = v.fill_nan(None)
         text = v.cast(pl.String).str.to_lowercase()
         return (v.is_null() | text.is_in(["true", "1", "1.0"])).to_numpy().astype(bool)
-    t = task_of(task)
+    first = next((c for c in t1.columns if c.startswith("baseline_")), None)  # the metric it ranks on
+    t = task_of(task, first.removeprefix("baseline_") if first and task.startswith("facts") else None)
     col = f"baseline_{t.metric_name}"
-    if t.higher_is_better and col in t1.columns:
+    if t.higher_is_better and t.metric_name != "logprob" and col in t1.columns:
         return t1[col].cast(pl.Float64).to_numpy() > 0
     return np.ones(len(t1), bool)
 

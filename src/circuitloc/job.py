@@ -8,12 +8,13 @@ import time
 
 import numpy as np
 import polars as pl
+import torch
 
 from . import ablation as A
 from . import io
 from .tasks.common import pad_id
+from .tasks.registry import floor_value, task_of
 from .tasks.registry import prompts as to_prompts
-from .tasks.registry import task_of
 
 log = logging.getLogger("circuitloc")
 
@@ -47,16 +48,18 @@ class AblationJob:
     prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
     `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows: slice | None = None, device="cpu",
-                 opts: dict | None = None, loaded=None, self_check: bool = True):
-        """Scores use the rows marked for scoring; curves pass `rows` (the first n_curve). `opts`: the
-        config's `ablation` block (min_group) and seed; `loaded`: a (model, tokenizer) to reuse.
-        `self_check`: compare the engine with a plain forward of the model first (a few prompts)."""
+    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
+                 opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
+        """Scores use the rows marked for scoring; curves pass `rows` (a slice or row positions:
+        `tasks.common.curve_rows`, held-out rows by default). `opts`: the config's `ablation` block
+        (min_group) and seed; `loaded`: a (model, tokenizer) to reuse. `self_check`: compare the
+        engine with a plain forward of the model first (a few prompts). `metric`: the facts metric
+        (config `tasks.facts.metric`; None: margin)."""
         from .models.load import load_engine
         from .scan import VERIFIED, Scanner
 
         opts = opts or {}
-        self.task = task_of(task_name)
+        self.task = task_of(task_name, metric)
         self.card, self.device = card, device
         self.kind, self.unit = A.parse_ablation(ablation)
         self.model, self.tok = loaded or load_engine(card, device)
@@ -109,22 +112,32 @@ class AblationJob:
         return self._bridge
 
     def floor(self) -> float:
-        """The metric's value when the task is gone: 0 for LD and accuracy; for induction, the
-        loss on the matched no-repeat sequences."""
+        """The metric's value when the task is gone (`tasks.registry.floor_value`): 0 for LD and the
+        facts accuracy and margin, -log(vocabulary) for the facts log-probability; for induction,
+        the loss on the matched no-repeat sequences."""
         return float(self.floor_per_prompt().mean())
 
     def floor_per_prompt(self):
         """The floor per prompt (induction: each prompt's own no-repeat sequence), so that a
         bootstrap resamples a ratio's denominator with its numerator."""
         if self.task.name != "induction":
-            return np.zeros(len(self.df))
+            vocab = None
+            if self.task.metric_name == "logprob" and len(self.prompts):
+                vocab = int(self.scanner.last_logits(self.prompts.take(torch.arange(1))).shape[-1])
+            return np.full(len(self.df), floor_value(self.task, vocab))
         p = to_prompts(self.df, self.task, self.pad, column="norep_ids")
         v = self.scanner.run(p, [{}], {self.task.metric_name: self.task.metric})[self.task.metric_name]
         return v[0].numpy().astype(float)
 
     def clean_per_prompt(self):
         """The clean metric per prompt."""
-        return self.scanner.run(self.prompts, [{}], {"m": self.task.metric})["m"][0].numpy()
+        return self.clean_metrics()[self.task.metric_name]
+
+    def clean_metrics(self) -> dict:
+        """The clean metric and the task's extra metrics (facts: the two it is not ranked on), per
+        prompt: {name: values}."""
+        metrics = {self.task.metric_name: self.task.metric, **self.task.extra}
+        return {k: v[0].numpy() for k, v in self.scanner.run(self.prompts, [{}], metrics).items()}
 
 
 def progress(total, label):

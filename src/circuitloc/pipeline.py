@@ -11,16 +11,18 @@ import torch
 from . import ablation as A
 from . import io
 from . import metrics as M
-from .job import AblationJob, progress, read_ranked
+from .job import AblationJob, dataset_columns, progress, read_ranked
 from .runner import log
+from .tasks.common import curve_rows
 
 
 # -- scores and curves -------------------------------------------------------------------
 def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
-          opts: dict | None = None, bootstrap: dict | None = None):
-    """One row per unit (drop, damage, bootstrap intervals, top_freq) and, beside it, the per-prompt
-    metric under every single-unit ablation, which the stability analysis splits by condition."""
-    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts)
+          opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None):
+    """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
+    beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
+    splits by condition. `metric`: the facts metric (config `tasks.facts.metric`)."""
+    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts, metric=metric)
     floor_pp = job.floor_per_prompt()
     floor = float(floor_pp.mean())
     label = f"scores {task_name}/{card['name']}/{ablation}"
@@ -28,7 +30,7 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
                                    progress=progress(len(job.units) + 1, label), bootstrap=bootstrap)
     # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
     df = df.with_columns(floor=pl.lit(floor, pl.Float64), n_prompts=pl.lit(len(job.df), pl.Int64),
-                         aligned=pl.lit(job.aligned, pl.Float64))
+                         aligned=pl.lit(job.aligned, pl.Float64), metric=pl.lit(job.task.metric_name))
     if task_name == "induction":
         df = df.join(attention_scores(job), on=["layer", "head"], how="left", maintain_order="left")
     per_prompt = per_prompt.insert_column(0, pl.Series("row", job.rows_in_full, dtype=pl.Int64))
@@ -53,12 +55,25 @@ def attention_scores(job) -> pl.DataFrame:
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
-          device="cpu", opts: dict | None = None, bootstrap: dict | None = None):
-    """The cumulative ablation curve in rank order (and greedy, when configured) over the first
-    n_curve prompts, and a negative control of random mid-layer units."""
-    rows = slice(None, int(cfg["n_curve"]) if cfg.get("n_curve") else None)
-    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, rows=rows, device=device, opts=opts)
-    floor_pp, clean_pp = job.floor_per_prompt(), job.clean_per_prompt()
+          device="cpu", opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None):
+    """The cumulative ablation curve in rank order (and greedy, when configured), and a negative
+    control of random mid-layer units, over the curve prompts (`cfg["prompts"]`, config
+    `curves.prompts`): heldout (default), the first n_curve rows not used for scoring, so that the
+    units ranked on the scoring prompts are measured on other prompts; or all, the first n_curve rows.
+    `metric`: the facts metric (config `tasks.facts.metric`)."""
+    prompts = cfg.get("prompts", "heldout")
+    full = io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset") \
+        if not isinstance(dataset, pl.DataFrame) else dataset
+    rows = curve_rows(full["score"].to_numpy(), int(cfg["n_curve"]) if cfg.get("n_curve") else None, prompts,
+                      f"curves {task_name}/{card['name']}")
+    if cfg.get("n_curve") and len(rows) < int(cfg["n_curve"]):
+        log.info("curves %s/%s: %d %s prompts, fewer than n_curve %d (the dataset has %d rows, %d for scoring)",
+                    task_name, card["name"], len(rows), prompts, int(cfg["n_curve"]), len(full),
+                    int(full["score"].sum()))
+    job = AblationJob(task_name, card, full, ablation, batch_tokens, rows=rows, device=device, opts=opts,
+                      metric=metric)
+    floor_pp, clean_all = job.floor_per_prompt(), job.clean_metrics()
+    clean_pp = clean_all[job.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     scores = read_ranked(scores_path)
     by_label = {u["unit"]: u for u in job.units}
@@ -72,7 +87,12 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
                                int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(job.df), pl.Int64),
-                                     n_units=pl.lit(len(job.units), pl.Int64))
+                                     n_units=pl.lit(len(job.units), pl.Int64),
+                                     # which prompts: heldout (none used for scoring) or all
+                                     prompts=pl.lit(prompts), metric=pl.lit(job.task.metric_name),
+                                     # facts: the metrics it is not ranked on, clean on the curve prompts
+                                     **{f"{k}_clean": pl.lit(float(clean_all[k].mean()), pl.Float64)
+                                        for k in job.task.extra})
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
                             int(cfg["control_draws"]), seed, exclude=[ranked[0]["unit"]])
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
@@ -84,9 +104,9 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
 
 # -- beyond the paper: specificity ---------------------------------------------------------
 def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,
-                device="cpu", opts: dict | None = None, min_coverage: float = 0.9):
+                device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metric: str | None = None):
     """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
-    breaks everything is not a task circuit."""
+    breaks everything is not a task circuit. `metric`: the facts metric (config `tasks.facts.metric`)."""
     from .models.load import load_engine
     from .tasks.neutral import windows
 
@@ -97,7 +117,8 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
     targets["neutral"] = neutral
     damage: dict = {}
     for target, data in targets.items():
-        job = AblationJob(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded)
+        job = AblationJob(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded,
+                          metric=metric if target.startswith("facts") else None)
         by_label = {u["unit"]: u for u in job.units}
         name = job.task.metric_name
         v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],

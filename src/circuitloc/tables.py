@@ -11,7 +11,7 @@ from . import io
 from . import metrics as M
 from .ablation import rank, unit_kind
 from .io import frame
-from .tasks.registry import task_of
+from .tasks.registry import metric_of, task_of
 
 # the column that names the top unit, by what it holds
 TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}
@@ -36,25 +36,50 @@ def _has_value(col: pl.Series) -> bool:
     return (col.fill_nan(None) if col.dtype.is_float() else col).drop_nulls().len() > 0
 
 
+def _curve_prompts(c: pl.DataFrame) -> str:
+    """Which prompts a curve table ran on: heldout (none of the scoring prompts) or all; a curve
+    written before the column existed ran on the first n_curve rows, scoring rows included."""
+    return str(c["prompts"][0]) if "prompts" in c.columns else "all"
+
+
 def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pl.DataFrame:
-    t = task_of(task)
+    """Per model: the top unit and its score on the scoring prompts (in-sample: those prompts also
+    selected it), the same unit's score on the curve prompts (`_heldout`: the ranked curve's first
+    step ablates exactly the top unit; held-out prompts unless `curve_prompts` is 'all'), the
+    baseline and heads-to-80% on the curve prompts. `n_score_prompts`, `curve_prompts` and
+    `n_curve_prompts` say which prompts each number used."""
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
+        t = task_of(task, metric_of(s, task) or metric_of(c, task))
         top = rank(s).row(0, named=True)
+        ranked = c.filter(pl.col("method") == "ranked").sort("step")
+        first = ranked.row(0, named=True) if len(ranked) else None
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
-               f"baseline_{t.metric_name}": float(c["clean"][0]), "curve_prompts": int(c["n_prompts"][0]),
-               **_top_label(top), "top_head_score": float(top["drop"]),
-               # % of the way to 'task gone': drop / clean for LD and accuracy; for the induction loss,
-               # of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
-               "top_head_pct": 100 * float(top["damage"]),
-               "top_head_damage": float(top["damage"])}
+               f"baseline_{t.metric_name}": float(c["clean"][0])}
+        if "accuracy" in t.extra and "accuracy_clean" in c.columns:  # facts ranked on margin or logprob:
+            row["baseline_accuracy"] = float(c["accuracy_clean"][0])  # top-1 accuracy on the curve prompts
+        row.update({
+            "n_score_prompts": int(s["n_prompts"][0]) if "n_prompts" in s.columns else None,
+            "curve_prompts": _curve_prompts(c), "n_curve_prompts": int(c["n_prompts"][0]),
+            **_top_label(top), "top_head_score": float(top["drop"]),
+            # % of the way to 'task gone': drop / clean for LD, accuracy and margin; for the induction
+            # loss, of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
+            "top_head_pct": 100 * float(top["damage"]),
+            "top_head_damage": float(top["damage"])})
         if "drop_lo" in s.columns:  # bootstrap over the scoring prompts
             row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
-        for extra in t.extra:  # facts: mean log-probability of the answer, clean and under the top unit
+        if first is not None and first["unit"] == top["unit"]:  # the top unit alone, on the curve prompts
+            row["top_head_score_heldout"] = float(M.drop(float(c["clean"][0]), float(first[t.metric_name]),
+                                                          t.higher_is_better))
+            row["top_head_pct_heldout"] = 100 * float(first["damage"])
+            if "damage_lo" in ranked.columns:
+                row["top_head_pct_heldout_lo"] = 100 * float(first["damage_lo"])
+                row["top_head_pct_heldout_hi"] = 100 * float(first["damage_hi"])
+        for extra in t.extra:  # facts: the other metrics, clean and under the top unit (scoring prompts)
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
@@ -77,10 +102,12 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
 
 
 def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pl.DataFrame:
-    t = task_of(task)
+    """Per model: the top unit alone and random mid-layer units, on the curve prompts (held-out
+    unless `curve_prompts` says all)."""
     rows = []
     for model, card in cards.items():
         c = curves[model]
+        t = task_of(task, metric_of(c, task))
         first = c.filter((pl.col("method") == "ranked") & (pl.col("step") == 1)).row(0, named=True)
         clean = float(first["clean"])
         ablated = float(first[t.metric_name])
@@ -89,7 +116,9 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         ctrl_pct = 100 * M.damage(clean, ctrl[t.metric_name].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         rows.append({
-            "model": model, "attention": card["attention"], f"{t.metric_name}_clean": clean,
+            "model": model, "attention": card["attention"], "curve_prompts": _curve_prompts(c),
+            "n_curve_prompts": int(c["n_prompts"][0]) if "n_prompts" in c.columns else None,
+            f"{t.metric_name}_clean": clean,
             **_top_label(first),
             f"{t.metric_name}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]),

@@ -8,4 +8,5 @@ run(curve, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.inp
     dataset=snakemake.input.data, scores_path=snakemake.input.scores, ablation=snakemake.wildcards.ablation,
     cfg=snakemake.params.cfg, seed=snakemake.params.seed, out_curve=snakemake.output.curve,
     out_control=snakemake.output.control, batch_tokens=snakemake.params.batch_tokens,
-    device=snakemake.params.device, opts=snakemake.params.opts, bootstrap=snakemake.params.bootstrap)
+    device=snakemake.params.device, opts=snakemake.params.opts, bootstrap=snakemake.params.bootstrap,
+    metric=snakemake.params.metric)

@@ -7,4 +7,5 @@ setup(log_path=snakemake.log[0], threads=snakemake.threads)
 run(score, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.input.card),
     dataset=snakemake.input.data, ablation=snakemake.wildcards.ablation, out_parquet=snakemake.output.scores,
     out_prompts=snakemake.output.prompts, batch_tokens=snakemake.params.batch_tokens,
-    device=snakemake.params.device, opts=snakemake.params.opts, bootstrap=snakemake.params.bootstrap)
+    device=snakemake.params.device, opts=snakemake.params.opts, bootstrap=snakemake.params.bootstrap,
+    metric=snakemake.params.metric)

@@ -8,4 +8,5 @@ tasks = snakemake.params.tasks
 run(specificity, card=run(read_json, snakemake.input.card), ablation=snakemake.wildcards.ablation,
     datasets=dict(zip(tasks, snakemake.input.data)), scores=dict(zip(tasks, snakemake.input.scores)),
     neutral_path=snakemake.input.neutral, out_parquet=snakemake.output[0],
-    batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device, opts=snakemake.params.opts)
+    batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device, opts=snakemake.params.opts,
+    metric=snakemake.params.metric)

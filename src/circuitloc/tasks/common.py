@@ -6,6 +6,8 @@ import numpy as np
 import polars as pl
 import torch
 
+from ..errors import DatasetError
+
 
 def encode(tokenizer, text: str, prepend_bos: bool) -> list[int]:
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -44,6 +46,27 @@ def sample_rows(n_rows: int, k: int, seed: int) -> np.ndarray:
 def mark_scoring(df: pl.DataFrame, n_score: int) -> pl.DataFrame:
     """`score`: True on the first n_score rows, the prompts that per-unit scores use."""
     return df.with_columns(score=pl.int_range(pl.len()) < int(n_score))
+
+
+CURVE_PROMPTS = ("heldout", "all")
+
+
+def curve_rows(score: np.ndarray, n_curve: int | None, prompts: str = "heldout", what: str = "") -> np.ndarray:
+    """The row positions a curve job runs (config `curves.prompts`), given the dataset's `score`
+    column. heldout: the rows not marked for scoring, the first n_curve of them, so that the curves,
+    Table 2 and the top unit's held-out score are measured on prompts that did not select the
+    units; all: the first n_curve rows, scoring rows included (the paper's protocol). n_curve None:
+    every such row. A filtered set (facts) may hold fewer rows than asked: the curve uses those
+    there are (`n_prompts` in the curve table says how many); no held-out row at all is an error."""
+    if prompts not in CURVE_PROMPTS:
+        raise ValueError(f"curves.prompts must be one of {', '.join(CURVE_PROMPTS)}, got {prompts!r}")
+    score = np.asarray(score, bool)
+    pool = np.flatnonzero(~score) if prompts == "heldout" else np.arange(len(score))
+    if len(pool) == 0:
+        raise DatasetError(f"{what + ': ' if what else ''}no held-out prompts: all {len(score)} rows of the "
+                           "dataset are scoring rows (n_score >= the rows there are); lower n_score, raise n, "
+                           "or set curves.prompts: all")
+    return pool if n_curve is None else pool[: int(n_curve)]
 
 
 def pad_id(tokenizer) -> int:

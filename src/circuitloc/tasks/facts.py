@@ -46,14 +46,40 @@ def known(last_logits: torch.Tensor, answer_id: torch.Tensor, k: int = 3) -> tor
     return (top == answer_id[:, None]).any(dim=-1)
 
 
-def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
+def accuracy(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     """Per-fact top-1 correctness (1.0 or 0.0)."""
     return (last_logits.argmax(dim=-1) == batch["answer_id"]).float()
 
 
+metric = accuracy  # the toys' acceptance check (facts_acc) reads top-1 accuracy under this name
+
+
+def margin(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    """Per-fact logit margin: logit[answer] - the largest logit of any other token.
+
+    Why this, and not accuracy, is what damage, rankings and curves use by default: it is
+    continuous, so a unit's drop is not counted in steps of 1/n with ties broken by layer order;
+    it is invariant to a shift of all logits (as a logit difference is; a log-probability is not
+    invariant to what the rest of the distribution does); and its sign is top-1 correctness
+    (> 0: the answer is the argmax), so its floor 0, 'the answer no longer beats its best rival',
+    is where accuracy's floor sits too."""
+    x = last_logits.float()
+    idx = torch.arange(x.shape[0])
+    answer = x[idx, batch["answer_id"]]
+    others = x.clone()
+    others[idx, batch["answer_id"]] = float("-inf")
+    return answer - others.max(dim=-1).values
+
+
 def logprob(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    """Per-fact log-probability of the answer (its floor: -log(vocabulary size), a uniform guess)."""
     logp = torch.log_softmax(last_logits.float(), dim=-1)
     return logp[torch.arange(logp.shape[0]), batch["answer_id"]]
+
+
+# config `tasks.facts.metric`: what damage, rankings and curves use (the others are reported beside it)
+METRICS = {"margin": margin, "accuracy": accuracy, "logprob": logprob}
+DEFAULT_METRIC = "margin"
 
 
 def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str, last_logits,
