@@ -122,3 +122,17 @@ def test_heatmap_and_table1_accept_layer_units():
                            for u, d in zip(rows, (0.1, 2.0, 0.3))])
     fig = heatmaps({"m": scores}, title="layer units")
     assert fig.axes[0].get_xlabel() == "head"
+
+
+def test_compare_reads_the_held_out_top_head_score_where_the_curves_were_held_out():
+    """In-sample GQA wins the top head (60 vs 30) but held out it loses (20 vs 28): the verdict and
+    the reported means follow the held-out numbers, and say so; under curves.prompts: all the
+    in-sample column is read."""
+    m = {**_t1("m", "f", "mha", 30, 5), "curve_prompts": "heldout", "top_head_pct_heldout": 28.0}
+    g = {**_t1("g", "f", "gqa", 60, 2), "curve_prompts": "heldout", "top_head_pct_heldout": 20.0}
+    out = compare(pl.DataFrame([m]), pl.DataFrame([g]))
+    assert (out["mha_top_head_pct"], out["gqa_top_head_pct"]) == (28.0, 20.0)
+    assert out["top_head_prompts"] == "heldout" and out["verdict"].startswith("GQA more concentrated: mixed")
+    out = compare(pl.DataFrame([{**m, "curve_prompts": "all"}]), pl.DataFrame([{**g, "curve_prompts": "all"}]))
+    assert (out["mha_top_head_pct"], out["top_head_prompts"]) == (30, "scoring")
+    assert out["verdict"].startswith("GQA more concentrated: yes")

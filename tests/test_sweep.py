@@ -301,3 +301,17 @@ def test_match_params_gives_back_the_kv_parameters_in_the_mlp():
 def test_a_size_without_an_mha_model_is_refused():
     with pytest.raises(ConfigError, match="sweep.sizes.x.kv_heads"):
         expand({**SWEEP, "sizes": {"x": {"n_layers": 2, "kv_heads": [4, 2]}}})
+
+
+def test_sweep_compares_top_heads_on_held_out_prompts():
+    """Table 1 rows whose curves ran on held-out prompts: the sweep reads the top unit's held-out
+    score (and its interval), not the in-sample one that selected it."""
+    spec = {(kv, s): (50.0 + s, "3", 5.0) for kv in (8, 1) for s in range(3)}
+    t1, meta = _rows(spec)
+    t1 = t1.with_columns(curve_prompts=pl.lit("heldout"), top_head_pct_heldout=pl.col("top_head_pct") - 20,
+                         top_head_pct_heldout_lo=pl.col("top_head_pct") - 25,
+                         top_head_pct_heldout_hi=pl.col("top_head_pct") - 15)
+    pm = per_model(t1, meta, {})
+    assert (pm["top_head_prompts"] == "heldout").all()
+    assert pm["top_head_pct"].to_list() == (t1["top_head_pct"] - 20).to_list()
+    assert pm["top_head_pct_lo"].to_list() == (t1["top_head_pct"] - 25).to_list()

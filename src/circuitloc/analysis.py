@@ -10,6 +10,7 @@ from . import metrics as M
 from . import stats as S
 from .ablation import parse_ablation
 from .io import frame
+from .tables import top_head_measure
 from .tasks.registry import task_of
 
 # -- stability ---------------------------------------------------------------------------
@@ -95,7 +96,10 @@ def _side(df: pl.DataFrame) -> dict:
     h = [M.heads_to_lower_bound(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
          for r in df.iter_rows(named=True)]
     bounded = any(b for _, _, b in h)
-    return {"models": ", ".join(df["model"]), "top_head_pct": _nanmean(df["top_head_pct"]),
+    tops = [top_head_measure(r) for r in df.iter_rows(named=True)]  # held out where the curves were
+    top = pl.Series([r[c] for r, (c, _) in zip(df.iter_rows(named=True), tops)], dtype=pl.Float64)
+    return {"models": ", ".join(df["model"]), "top_head_pct": _nanmean(top),
+            "top_head_prompts": "/".join(sorted({p for _, p in tops})),
             "heads_to_80": _nanmean(df["heads_to_80"]), "heads_to_80_bounded": bounded,
             "heads_to_80_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
             "effective_units": _nanmean(df["effective_units"])}
@@ -122,7 +126,8 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
            f"{'GQA fewer' if s2 > 0 else 'MHA fewer' if s2 < 0 else 'undecided'}")
     out = {"verdict": f"GQA more concentrated: {verdict} ({why})"}
     for side, d in (("mha", m), ("gqa", g)):
-        out.update({f"{side}_{k}": v for k, v in d.items() if k != "bound"})
+        out.update({f"{side}_{k}": v for k, v in d.items() if k not in ("bound", "top_head_prompts")})
+    out["top_head_prompts"] = "/".join(sorted({m["top_head_prompts"], g["top_head_prompts"]}))
     return out
 
 

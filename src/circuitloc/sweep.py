@@ -105,6 +105,7 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     from . import metrics as M
     from .analysis import behaves
     from .io import frame
+    from .tables import top_head_measure
 
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
     task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
@@ -119,12 +120,13 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
             h80.update({base: np.nan if censored else count, f"{base}_frac": np.nan if censored else frac,
                         f"{base}_censored": censored, f"{base}_bound": count if censored else np.nan,
                         f"{base}_frac_bound": frac if censored else np.nan})
+        top, top_prompts = top_head_measure(r)  # held out where the curves were
         rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
                      "task_behaviour": bool(ok[i]), "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
                      "clean": _num(r[clean_col]) if clean_col else np.nan,
-                     "top_head_pct": _num(r["top_head_pct"]),
-                     "top_head_pct_lo": _num(r.get("top_head_pct_lo")),
-                     "top_head_pct_hi": _num(r.get("top_head_pct_hi")),
+                     "top_head_pct": _num(r[top]), "top_head_prompts": top_prompts,
+                     "top_head_pct_lo": _num(r.get(f"{top}_lo")),
+                     "top_head_pct_hi": _num(r.get(f"{top}_hi")),
                      **h80,
                      "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
                      "n_units": int(r["n_units"])})

@@ -23,6 +23,17 @@ def _top_label(row) -> dict:
     return {TOP_COLUMN[unit_kind(row["unit"])]: row["unit"]}
 
 
+def top_head_measure(row) -> tuple[str, str]:
+    """(column prefix, prompts) of the top unit's score a comparison should read from a Table 1 row:
+    its score on held-out prompts when the curves ran on prompts disjoint from the scoring set
+    (`top_head_pct_heldout`), else its score on the scoring prompts that selected it (`top_head_pct`,
+    optimistic by selection)."""
+    held = row.get("top_head_pct_heldout")
+    if row.get("curve_prompts") == "heldout" and held is not None and math.isfinite(float(held)):
+        return "top_head_pct_heldout", "heldout"
+    return "top_head_pct", "scoring"
+
+
 def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
     """Does the model do the task at all? Its clean metric must be better than the metric with the
     task gone (LD > 0, accuracy > 0; an induction loss below the no-repeat loss). A model without
