@@ -315,3 +315,14 @@ def test_sweep_compares_top_heads_on_held_out_prompts():
     assert (pm["top_head_prompts"] == "heldout").all()
     assert pm["top_head_pct"].to_list() == (t1["top_head_pct"] - 20).to_list()
     assert pm["top_head_pct_lo"].to_list() == (t1["top_head_pct"] - 25).to_list()
+
+
+def test_a_kv_count_without_a_usable_pair_gets_a_row_not_a_crash():
+    """Every KV-1 toy failed its checks: its paired row has 0 pairs, NaN p-values and an 'n/a'
+    verdict, and the table still adjusts the other rows' tests (this crashed on an empty score array)."""
+    pm = _planted(effect=10, fail=tuple(f"m_kv1_s{s}" for s in range(5)))
+    pairs = _by(paired(pm), "kv_heads")
+    one = pairs[1]
+    assert one["n_pairs"] == 0 and one["verdict"].startswith("n/a")
+    assert np.isnan(one["heads_to_80_frac_p"]) and np.isnan(one["top_head_pct_p"])
+    assert pairs[2]["n_pairs"] == 5 and np.isfinite(pairs[2]["top_head_pct_p_holm"])

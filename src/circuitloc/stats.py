@@ -99,7 +99,8 @@ def censored_scores(values, censored) -> np.ndarray:
     below it minus how many are certainly above it. Without censoring this is 2 * midrank - (n + 1)."""
     v, c = np.asarray(values, float), np.asarray(censored, bool)
     n = len(v)
-    less = np.array([[definitely_less(v[i], c[i], v[j], c[j]) for j in range(n)] for i in range(n)], bool)
+    less = np.array([[definitely_less(v[i], c[i], v[j], c[j]) for j in range(n)] for i in range(n)],
+                    bool).reshape(n, n)  # n = 0: a comparison without a usable pair has no scores
     return (less.sum(axis=0) - less.sum(axis=1)).astype(float)  # below i, minus above i
 
 
