@@ -19,7 +19,7 @@ rule specificity:
         "results/benchmarks/specificity/{model}/{ablation}.tsv",
     threads: 1
     resources:
-        **job_resources("scores"),
+        **job_resources("specificity"),
     conda:
         "../envs/circuitloc.yaml"
     script:

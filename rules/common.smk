@@ -191,6 +191,50 @@ def model_inputs(wc):
 ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 
 
+# ---- One scores job and one curves job per task and model ----------------------------------------
+# A job's fixed cost (imports, loading the model: ~5 s) is most of a toy's compute, so one job runs
+# every ablation of a model on a task (circuitloc.pipeline.for_each_ablation), still writing one file
+# per ablation. A rule's outputs are fixed, so the models that share one list of ablations share a
+# rule: `scores` and `curves` for the first list, `scores_2`, `curves_2`, ... for the others.
+# `group_ablations: false` (config/paper.yaml) gives every ablation its own job again: shorter jobs
+# for a cluster's time limits and more of them in parallel, where a model is large.
+def _ablation_groups():
+    if not config["group_ablations"]:
+        return [([a], [m for m in MODELS if a in model_ablations(m)]) for a in ABLATIONS]
+    groups = {}
+    for m in MODELS:
+        groups.setdefault(tuple(model_ablations(m)), []).append(m)
+    return [(list(abls), models) for abls, models in groups.items()]
+
+
+ABLATION_GROUPS = _ablation_groups()
+
+
+def group_tag(ablations):
+    """What names a job's log, benchmark and stash below {task}/{model}: nothing when one job runs
+    all of the model's ablations, the ablation when each has its own."""
+    return "" if config["group_ablations"] else os.sep + ablations[0]
+
+
+def resume_dir(stage, ablations):
+    """Where a job keeps its finished ablations until it succeeds (circuitloc.resume)."""
+    tag = group_tag(ablations)
+    return lambda wc: f"results/.resume/{stage}/{wc.task}/{wc.model}{tag}"
+
+
+def group_rule(stage, i):
+    return stage if i == 0 else f"{stage}_{i + 1}"
+
+
+def groups_of(model):
+    """The indices of the ablation groups (rules) that run `model`."""
+    return [i for i, (_, ms) in enumerate(ABLATION_GROUPS) if model in ms]
+
+
+def one_of(models):
+    return "|".join(re.escape(m) for m in models)
+
+
 # ---- Resources per job ---------------------------------------------------------------------------
 # Cards exist only after the models stage, so a job's resources come from the config: the model's
 # `size:` hint (params_b, n_layers, n_heads; set in config/paper.yaml) or its toy recipe. Without a
@@ -201,7 +245,8 @@ ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 #   mem_mb   host memory: 2 GB + twice the weights (bytes/param from the model's dtype) for jobs that
 #            load the model; the models stage loads nothing for hf (meta device), 2 GB for toys.
 #   runtime  minutes: base + k * params_b * units / 100 for scores and curves, units = n_layers *
-#            n_heads (every unit score and every curve step is a pass over the prompts), base +
+#            n_heads (every unit score and every curve step is a pass over the prompts), times the
+#            model's number of ablations (one job runs them all), base +
 #            k * params_b for datasets; times 30 on a CPU. Models: 30 + 10 * params_b (download).
 #   gpu      1 for the jobs that run the model (datasets, scores, curves) when device is cuda; the
 #            SLURM plugin turns it into --gpus=1 (or set gres / gpu_model per model or globally).
@@ -210,8 +255,8 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 RESOURCE_KEYS = ("mem_mb", "runtime", "gpu", "gpu_model", "gres", "constraint", "slurm_partition",
                  "slurm_account", "slurm_extra", "qos")
 # stage: (base minutes, minutes per billion parameters x 100 units, on a GPU)
-RUNTIME = {"dataset": (10, 2), "scores": (10, 1), "curves": (30, 4), "small": (10, 0)}
-GPU_STAGES = ("dataset", "scores", "curves")
+RUNTIME = {"dataset": (10, 2), "scores": (10, 1), "curves": (30, 4), "specificity": (10, 1), "small": (10, 0)}
+GPU_STAGES = ("dataset", "scores", "curves", "specificity")
 CPU_SLOWDOWN = 30
 
 
@@ -239,7 +284,9 @@ def estimate_resources(model, stage):
     else:
         base, k = RUNTIME[stage]
         mem_gb = 2 + (2 * weights_gb if stage in GPU_STAGES else 0)
-        per_unit = units / 100 if stage in ("scores", "curves") else 1  # datasets: passes over prompts only
+        per_unit = units / 100 if stage in ("scores", "curves", "specificity") else 1  # datasets: passes over prompts
+        if model and stage in ("scores", "curves") and config["group_ablations"]:
+            per_unit *= len(model_ablations(model))
         runtime = base + k * params_b * per_unit * (1 if cuda else CPU_SLOWDOWN)
     res = {"mem_mb": int(1024 * math.ceil(mem_gb)), "runtime": int(math.ceil(runtime))}
     if cuda and stage in GPU_STAGES:
@@ -331,8 +378,8 @@ def script_jobs():
         "model": [{"model": m} for m in MODELS],
         "dataset": [{"task": t, "model": m} for t in TASKS for m in models_for(t)],
         "dataset_shared_facts": [{"model": m} for t, m in tm if t == "facts_shared"],
-        "scores": [{"task": t, "model": m, "ablation": a} for t, m in tm for a in model_ablations(m)],
-        "curves": [{"task": t, "model": m, "ablation": a} for t, m in tm for a in model_ablations(m)],
+        "scores": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
+        "curves": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
         "tables": [{"task": t, "ablation": a} for t, a in table_pairs()],
         "figures": [{"task": t, "ablation": a} for t, a in table_pairs()],
         "figure_scale": [{"ablation": a} for a in ABLATIONS],
@@ -357,7 +404,10 @@ def benchmark_jobs():
 
 
 def _benchmark_jobs():
-    return [(str(getattr(rules, r).benchmark).format(**wc), r, wc.get("model"))
+    def rule(r, wc):  # scores and curves: the rule of the job's ablation group
+        return getattr(rules, group_rule(r, wc["group"]) if r in ("scores", "curves") else r)
+
+    return [(str(rule(r, wc).benchmark).format(**wc), r, wc.get("model"))
             for r, jobs in script_jobs().items() for wc in jobs]
 
 

@@ -1,28 +1,39 @@
-rule curves:
-    input:
-        card="results/models/{model}/card.json",
-        data="results/data/{task}/{model}.parquet",
-        scores="results/scores/{task}/{model}/{ablation}.parquet",
-    output:
-        curve="results/curves/{task}/{model}/{ablation}.parquet",
-        control="results/curves/{task}/{model}/{ablation}.control.parquet",
-    params:
-        cfg=lambda wc: curve_config(wc.task, wc.model),
-        seed=config["seed"],
-        opts=ablation_opts,
-        metric=lambda wc: task_metric(wc.task),
-        bootstrap=bootstrap_opts(),
-        batch_tokens=config["max_batch_tokens"],
-        device=config["device"],
-        code=code_version("curve.py"),
-    log:
-        "results/logs/curves/{task}/{model}/{ablation}.log",
-    benchmark:
-        "results/benchmarks/curves/{task}/{model}/{ablation}.tsv",
-    threads: 1
-    resources:
-        **job_resources("curves"),
-    conda:
-        "../envs/circuitloc.yaml"
-    script:
-        "../workflow/scripts/curve.py"
+# One job per task and model runs every ablation of the model, or one job per ablation with
+# `group_ablations: false` (rules/common.smk: ABLATION_GROUPS).
+for _i, (_ablations, _models) in enumerate(ABLATION_GROUPS):
+
+    rule:
+        name:
+            group_rule("curves", _i)
+        input:
+            card="results/models/{model}/card.json",
+            data="results/data/{task}/{model}.parquet",
+            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
+        output:
+            curve=[f"results/curves/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
+            control=[f"results/curves/{{task}}/{{model}}/{a}.control.parquet" for a in _ablations],
+        wildcard_constraints:
+            model=one_of(_models),
+        params:
+            ablations=_ablations,
+            cfg=lambda wc: curve_config(wc.task, wc.model),
+            seed=config["seed"],
+            opts=ablation_opts,
+            metric=lambda wc: task_metric(wc.task),
+            bootstrap=bootstrap_opts(),
+            batch_tokens=config["max_batch_tokens"],
+            device=config["device"],
+            code=code_version("curve.py"),
+            # finished ablations of a failed or killed job (circuitloc.resume)
+            resume=resume_dir("curves", _ablations),
+        log:
+            f"results/logs/curves/{{task}}/{{model}}{group_tag(_ablations)}.log",
+        benchmark:
+            f"results/benchmarks/curves/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
+        threads: 1
+        resources:
+            **job_resources("curves"),
+        conda:
+            "../envs/circuitloc.yaml"
+        script:
+            "../workflow/scripts/curve.py"

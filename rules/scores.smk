@@ -1,25 +1,36 @@
-rule scores:
-    input:
-        card="results/models/{model}/card.json",
-        data="results/data/{task}/{model}.parquet",
-    output:
-        scores="results/scores/{task}/{model}/{ablation}.parquet",
-        prompts="results/scores/{task}/{model}/{ablation}.prompts.parquet",
-    params:
-        opts=ablation_opts,
-        metric=lambda wc: task_metric(wc.task),
-        bootstrap=bootstrap_opts(),
-        batch_tokens=config["max_batch_tokens"],
-        device=config["device"],
-        code=code_version("score.py"),
-    log:
-        "results/logs/scores/{task}/{model}/{ablation}.log",
-    benchmark:
-        "results/benchmarks/scores/{task}/{model}/{ablation}.tsv",
-    threads: 1
-    resources:
-        **job_resources("scores"),
-    conda:
-        "../envs/circuitloc.yaml"
-    script:
-        "../workflow/scripts/score.py"
+# One job per task and model runs every ablation of the model, or one job per ablation with
+# `group_ablations: false` (rules/common.smk: ABLATION_GROUPS).
+for _i, (_ablations, _models) in enumerate(ABLATION_GROUPS):
+
+    rule:
+        name:
+            group_rule("scores", _i)
+        input:
+            card="results/models/{model}/card.json",
+            data="results/data/{task}/{model}.parquet",
+        output:
+            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
+            prompts=[f"results/scores/{{task}}/{{model}}/{a}.prompts.parquet" for a in _ablations],
+        wildcard_constraints:
+            model=one_of(_models),
+        params:
+            ablations=_ablations,
+            opts=ablation_opts,
+            metric=lambda wc: task_metric(wc.task),
+            bootstrap=bootstrap_opts(),
+            batch_tokens=config["max_batch_tokens"],
+            device=config["device"],
+            code=code_version("score.py"),
+            # finished ablations of a failed or killed job (circuitloc.resume)
+            resume=resume_dir("scores", _ablations),
+        log:
+            f"results/logs/scores/{{task}}/{{model}}{group_tag(_ablations)}.log",
+        benchmark:
+            f"results/benchmarks/scores/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
+        threads: 1
+        resources:
+            **job_resources("scores"),
+        conda:
+            "../envs/circuitloc.yaml"
+        script:
+            "../workflow/scripts/score.py"

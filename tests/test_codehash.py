@@ -188,10 +188,12 @@ def _rules_running(run, module):
     """The rules whose script's code includes `module` (circuitloc/...py)."""
     rules = {}
     for smk_file in (run / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=rule \w+:)", smk_file.read_text()):
+        for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
+            # `rule name:`, or a rule made in a loop: `rule:` with `name: group_rule("scores", _i)`
+            name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+group_rule\("(\w+)"', block)
             if script:
-                rules[re.match(r"rule (\w+):", block).group(1)] = script.group(1)
+                rules[name.group(1)] = script.group(1)
     package = run / "src" / "circuitloc"
     return sorted(r for r, s in rules.items() if module in closure(run / "workflow" / "scripts" / s, package))
 

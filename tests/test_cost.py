@@ -5,6 +5,7 @@ import re
 
 import polars as pl
 import pytest
+import yaml
 from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 from workflow_helpers import ROOT, smk
 
@@ -106,7 +107,8 @@ def _jobs(dry_run_output):
     return out
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", ".test/config.yaml", "config/sweep.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", ".test/config.yaml", "config/sweep.yaml",
+                                        "config/paper.yaml"])
 def test_cost_job_reads_the_benchmark_of_every_job(configfile):
     """A dry run from scratch plans one cost job (a target of rule all) whose inputs are exactly the
     benchmark files of the other jobs: the planning in rules/common.smk matches the rules'."""
@@ -117,3 +119,27 @@ def test_cost_job_reads_the_benchmark_of_every_job(configfile):
     assert {rule for rule, _, b in jobs if b is None} == {"report", "all"}
     assert set(cost[0][1].split(", ")) == benchmarks
     assert "results/tables/cost.csv" in next(inp for rule, inp, _ in jobs if rule == "report").split(", ")
+
+
+def test_one_score_job_per_task_and_model_or_per_ablation(tmp_path):
+    """group_ablations (default true): one score and one curve job per task and model, writing every
+    ablation's file; false: one job per ablation. Either way the same files are planned."""
+    def plan(configfile):
+        out = smk("-n", "--nolock", "--configfile", str(configfile)).stdout
+        jobs = []
+        for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+            m = re.match(r"(?:local)?rule (scores(?:_\d+)?):", block.strip())
+            if m:
+                files = re.search(r"^\s+output: (.*)$", block, flags=re.M).group(1).split(", ")
+                jobs.append([f for f in files if not f.endswith(".prompts.parquet")])
+        return jobs
+
+    cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    (tmp_path / "single.yaml").write_text(yaml.safe_dump({**cfg, "group_ablations": False}))
+    grouped, single = plan(ROOT / ".test" / "config.yaml"), plan(tmp_path / "single.yaml")
+    files = sorted(f for job in single for f in job)
+    assert sorted(f for job in grouped for f in job) == files and len(files) > len(grouped)
+    assert all(len(job) == 1 for job in single)
+    pairs = {tuple(f.split("/")[2:4]) for f in files}  # results/scores/{task}/{model}/{ablation}.parquet
+    assert len(grouped) == len(pairs)
+    assert all(len({tuple(f.split("/")[2:4]) for f in job}) == 1 for job in grouped)

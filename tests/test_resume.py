@@ -1,7 +1,9 @@
-"""A killed run loses nothing: SIGKILL to Snakemake's whole process group while score jobs run,
-then the README's recovery (`--unlock`, then the same command; profiles/default sets
-rerun-incomplete) finishes only what is missing, with every artifact equal to an uninterrupted
-run's and no temporary or partial file left."""
+"""A killed run loses nothing: SIGKILL to Snakemake's whole process group while a score job runs
+(one job per task and model, several ablations each), then the README's recovery (`--unlock`, then
+the same command; profiles/default sets rerun-incomplete) finishes only what is missing: finished
+jobs stay, the killed job's finished ablations come back from its stash (circuitloc.resume) and
+are not recomputed, every artifact equals an uninterrupted run's and no temporary, partial or
+stashed file is left."""
 
 import base64
 import json
@@ -16,7 +18,8 @@ import pytest
 
 from workflow_helpers import SNAKEMAKE, copy_workflow, smk, smk_env
 
-KINDS = ("zero", "resample")
+KINDS = ("zero", "mean", "resample")
+UNITS = ("query", "kv")
 
 
 def _config(tiny_dirs) -> dict:
@@ -24,12 +27,12 @@ def _config(tiny_dirs) -> dict:
             "models": {"neox": {"source": "hf", "hf": str(tiny_dirs["neox"])},
                        "qwen": {"source": "hf", "hf": str(tiny_dirs["qwen_gqa"])}},
             "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 24, "n_score": 8}},
-            "ablation": {"kinds": list(KINDS), "units": ["query"], "min_group": 2},
+            "ablation": {"kinds": list(KINDS), "units": list(UNITS), "min_group": 2},
             "bootstrap": {"n": 50},
             "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3, "control_draws": 2}}
 
 
-TARGETS = [f"results/scores/ioi/{m}/{k}-query.parquet" for m in ("neox", "qwen") for k in KINDS]
+TARGETS = [f"results/scores/ioi/{m}/{k}-{u}.parquet" for m in ("neox", "qwen") for k in KINDS for u in UNITS]
 
 
 def _outputs(work: Path) -> dict:
@@ -57,31 +60,31 @@ def _finished(work: Path) -> list:
     return [t for t in TARGETS if (work / t).exists() and t not in inc and str(work / t) not in inc]
 
 
-def _running_score_job(work: Path) -> bool:
-    """A score job has started (its log exists) and not finished (its output does not)."""
-    for t in TARGETS:
-        rel = Path(t).relative_to("results/scores")
-        if (work / "results/logs/scores" / rel.with_suffix(".log")).exists() and not (work / t).exists():
-            return True
-    return False
+def _kept_in_a_running_job(work: Path) -> list:
+    """Targets of a score job that is still running whose ablation has finished and is stashed."""
+    inc = _incomplete(work)
+    done = {(p.parts[-4], p.parts[-2]) for p in (work / "results/.resume/scores/ioi").glob("*/*/*/done")}
+    return [t for t in TARGETS if (work / t).exists() and (t in inc or str(work / t) in inc)
+            and (Path(t).parent.name, Path(t).name.removesuffix(".parquet")) in done]
 
 
 @pytest.mark.workflow
 def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     work = copy_workflow(tmp_path / "wf")
     (work / "kr.yaml").write_text(json.dumps(_config(tiny_dirs)))
-    args = [*TARGETS, "--cores", "2", "--configfile", "kr.yaml"]
+    args = [*TARGETS, "--cores", "1", "--configfile", "kr.yaml"]
 
-    # 1. start, and kill the whole process group once a score job has finished and another runs
+    # 1. start, and kill the whole process group once a score job has written some of its
+    #    ablations and not all (one job at a time: the second model's job, or the first's)
     proc = subprocess.Popen(SNAKEMAKE + args, cwd=work, env=smk_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
-            done = _finished(work)
-            if done and len(done) < len(TARGETS) - 1 and _running_score_job(work):
+            kept = _kept_in_a_running_job(work)
+            if kept and len(kept) < len(KINDS) * len(UNITS):
                 break
-            time.sleep(0.2)
+            time.sleep(0.02)
         assert proc.poll() is None, "the run ended before it could be killed during the score jobs"
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
@@ -90,14 +93,16 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
         proc.wait()
     time.sleep(2)
     before = {t: ((work / t).stat().st_mtime_ns, (work / t).read_bytes()) for t in _finished(work)}
+    kept = {t: ((work / t).stat().st_mtime_ns, (work / t).read_bytes()) for t in _kept_in_a_running_job(work)}
     after_kill = _outputs(work)
     time.sleep(1)
     assert _outputs(work) == after_kill, "a job outlived the SIGKILL of Snakemake's process group"
-    assert 0 < len(before) < len(TARGETS)
+    assert kept and len(before) + len(kept) < len(TARGETS)
     # what a writer killed mid-write would leave (atomic_path's temporary), beside a missing output
-    missing = [t for t in TARGETS if t not in before]
-    assert any(not (work / t).exists() for t in missing)
+    missing = [t for t in TARGETS if t not in before and t not in kept]
+    assert any(not (work / t).exists() for t in missing)  # (one may exist, written and not yet stashed)
     stale = work / Path(missing[0]).parent / f".{Path(missing[0]).name}.k1ll3d_x.parquet"
+    stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_bytes(b"PAR1 half a parquet")
 
     # 2. the plain command fails on the lock, as the README says; --unlock, then the same command
@@ -106,13 +111,16 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     smk("--unlock", "--configfile", "kr.yaml", cwd=work, timeout=120)
     rerun = smk(*args, cwd=work, timeout=600)
 
-    # finished jobs were not recomputed
+    # finished jobs were not recomputed, nor the killed job's finished ablations (from its stash;
+    # Snakemake touches a rerun job's outputs, so for those the job's log says what it computed)
     for t, (mtime, data) in before.items():
         assert (work / t).stat().st_mtime_ns == mtime and (work / t).read_bytes() == data, t
-    log = rerun.stdout + rerun.stderr
-    assert not [t for t in before if f"output: {t}" in log]
-    for t in missing:
-        assert f"output: {t}" in log
+    for t, (_, data) in kept.items():
+        model, ablation = Path(t).parent.name, Path(t).name.removesuffix(".parquet")
+        job_log = (work / f"results/logs/scores/ioi/{model}.log").read_text()
+        assert (work / t).read_bytes() == data, t
+        assert f"score ioi/{model}/{ablation}: finished by an earlier, interrupted run" in job_log
+        assert f"scores ioi/{model}/{ablation}: " not in job_log  # (the lines of a computed ablation)
     # every artifact is there, complete, and nothing temporary or partial is left
     assert all((work / t).exists() for t in TARGETS)
     leftovers = [p for p in (work / "results").rglob(".*")]

@@ -17,12 +17,47 @@ from .tasks.common import curve_rows
 
 
 # -- scores and curves -------------------------------------------------------------------
+def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dict, device="cpu", torch_seed=0,
+                      stash=None, **kwargs):
+    """`fn` (score or curve) once per ablation of one model on one task, in one job: one model load
+    and one dataset read for all of them, still one file per ablation. A job's fixed cost (imports,
+    loading the model: ~5 s) is most of a toy's; this pays it once per model and task, not once per
+    ablation. `per_ablation`: {keyword of fn: one value per ablation} (its output paths; a curve's
+    scores table). Each ablation starts from the torch seed a job of its own would have, so no
+    number depends on the grouping (tests/test_pipeline_groups.py). `stash`: a `resume.Stash` that
+    keeps each finished ablation's files, so a failed or killed job loses none of them; its outputs
+    are the keys of `per_ablation` that start with out_."""
+    from .models.load import load_engine
+
+    full = io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset") \
+        if not isinstance(dataset, pl.DataFrame) else dataset
+    loaded, checked = None, False
+    for i, ablation in enumerate(ablations):
+        outs = [per_ablation[k][i] for k in per_ablation if k.startswith("out_")]
+        if stash is not None and stash.restore(ablation, outs):
+            log.info("%s %s/%s/%s: finished by an earlier, interrupted run of this job; kept", fn.__name__,
+                     task_name, card["name"], ablation)
+            continue
+        loaded = loaded or load_engine(card, device)
+        torch.manual_seed(torch_seed)
+        fn(task_name, card, full, ablation=ablation, device=device, loaded=loaded, self_check=not checked,
+           **{k: values[i] for k, values in per_ablation.items()}, **kwargs)
+        checked = True
+        if stash is not None:
+            stash.keep(ablation, outs)
+    if stash is not None:
+        stash.clear()
+
+
 def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
-          opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None):
+          opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None, loaded=None,
+          self_check: bool = True):
     """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
     beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
-    splits by condition. `metric`: the facts metric (config `tasks.facts.metric`)."""
-    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts, metric=metric)
+    splits by condition. `metric`: the facts metric (config `tasks.facts.metric`); `loaded`: a
+    (model, tokenizer) to reuse; `self_check`: compare the engine with a plain forward first."""
+    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts, metric=metric,
+                      loaded=loaded, self_check=self_check)
     floor_pp = job.floor_per_prompt()
     floor = float(floor_pp.mean())
     label = f"scores {task_name}/{card['name']}/{ablation}"
@@ -55,12 +90,13 @@ def attention_scores(job) -> pl.DataFrame:
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
-          device="cpu", opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None):
+          device="cpu", opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None,
+          loaded=None, self_check: bool = True):
     """The cumulative ablation curve in rank order (and greedy, when configured), and a negative
     control of random mid-layer units, over the curve prompts (`cfg["prompts"]`, config
     `curves.prompts`): heldout (default), the first n_curve rows not used for scoring, so that the
     units ranked on the scoring prompts are measured on other prompts; or all, the first n_curve rows.
-    `metric`: the facts metric (config `tasks.facts.metric`)."""
+    `metric`: the facts metric (config `tasks.facts.metric`); `loaded`, `self_check`: as for `score`."""
     prompts = cfg.get("prompts", "heldout")
     full = io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset") \
         if not isinstance(dataset, pl.DataFrame) else dataset
@@ -71,7 +107,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
                     task_name, card["name"], len(rows), prompts, int(cfg["n_curve"]), len(full),
                     int(full["score"].sum()))
     job = AblationJob(task_name, card, full, ablation, batch_tokens, rows=rows, device=device, opts=opts,
-                      metric=metric)
+                      metric=metric, loaded=loaded, self_check=self_check)
     floor_pp, clean_all = job.floor_per_prompt(), job.clean_metrics()
     clean_pp = clean_all[job.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())

@@ -1,0 +1,124 @@
+"""One job per task and model (pipeline.for_each_ablation) writes, for every ablation, the same
+files as one job per ablation did: one model load changes no number."""
+
+import numpy as np
+import polars as pl
+import pytest
+from helpers import card_for
+from polars.testing import assert_frame_equal
+
+from circuitloc import io
+from circuitloc import pipeline as P
+from circuitloc import resume
+from circuitloc.tasks.common import mark_scoring
+
+OPTS = {"min_group": 2, "seed": 0}
+ABLATIONS = ["zero-query", "mean-kv", "resample-layer", "zero-kv"]
+CFG = {"n_curve": 16, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 3,
+       "greedy_steps": 2, "control_draws": 2, "prompts": "heldout"}
+BOOT = {"n": 20, "ci": 0.9, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, tiny_dirs):
+    """The tiny Qwen2 model (GQA: kv groups differ from query heads) and 32 IOI-shaped random
+    prompts in 4 aligned templates, the first 8 for scoring."""
+    root = tmp_path_factory.mktemp("groups")
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    rng = np.random.default_rng(3)
+    df = pl.DataFrame({"input_ids": [rng.integers(3, 20, 6).tolist() for _ in range(32)],
+                       "io_id": rng.integers(3, 20, 32).tolist(), "s_id": rng.integers(3, 20, 32).tolist(),
+                       "template": [i % 4 for i in range(32)]},
+                      schema={"input_ids": pl.List(pl.Int64), "io_id": pl.Int64, "s_id": pl.Int64,
+                              "template": pl.Int64})
+    io.write_parquet(mark_scoring(df, 8), root / "ioi.parquet")
+    return root, card, root / "ioi.parquet"
+
+
+def _paths(root, name):
+    return {a: root / name / f"{a}.{{}}.parquet" for a in ABLATIONS}
+
+
+def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
+    root, card, dataset = data
+    alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
+    for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
+        P.score("ioi", card, dataset, a, str(alone[a]).format("scores"), str(alone[a]).format("prompts"),
+                opts=OPTS, bootstrap=BOOT)
+        P.curve("ioi", card, dataset, str(alone[a]).format("scores"), a, CFG, 0, str(alone[a]).format("curve"),
+                str(alone[a]).format("control"), opts=OPTS, bootstrap=BOOT)
+    out = {k: [str(grouped[a]).format(k) for a in ABLATIONS] for k in ("scores", "prompts", "curve", "control")}
+    P.for_each_ablation(P.score, "ioi", card, dataset, ABLATIONS,
+                        {"out_parquet": out["scores"], "out_prompts": out["prompts"]}, opts=OPTS, bootstrap=BOOT)
+    P.for_each_ablation(P.curve, "ioi", card, dataset, ABLATIONS,
+                        {"scores_path": out["scores"], "out_curve": out["curve"], "out_control": out["control"]},
+                        cfg=CFG, seed=0, opts=OPTS, bootstrap=BOOT)
+    for a in ABLATIONS:
+        for k in ("scores", "prompts", "curve", "control"):
+            got, want = io.read_parquet(str(grouped[a]).format(k)), io.read_parquet(str(alone[a]).format(k))
+            assert got.height > 0 or k == "control"  # the tiny model has no mid-layer units to draw
+            assert_frame_equal(got, want, check_exact=True)
+    # the ablations differ from each other, so a mix-up of files would show above
+    drops = {a: io.read_parquet(str(grouped[a]).format("scores"))["drop"].to_list() for a in ABLATIONS}
+    assert drops["zero-query"] != drops["mean-kv"] != drops["resample-layer"]
+
+
+def test_a_failing_ablation_names_itself(data, tmp_path):
+    _, card, dataset = data
+    with pytest.raises(Exception, match="bogus"):
+        P.for_each_ablation(P.score, "ioi", card, dataset, ["zero-query", "bogus-query"],
+                            {"out_parquet": [tmp_path / "a.parquet", tmp_path / "b.parquet"],
+                             "out_prompts": [tmp_path / "a.p.parquet", tmp_path / "b.p.parquet"]}, opts=OPTS)
+    assert pl.read_parquet(tmp_path / "a.parquet").height > 0  # the ablation before it was written
+
+
+def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path):
+    """Snakemake deletes every output of a failed job; the stash gives the finished ablations back
+    to the rerun, which computes only the rest (and the same numbers)."""
+    _, card, dataset = data
+    abls = ["zero-query", "zero-kv", "mean-query"]
+    outs = {"out_parquet": [tmp_path / f"{a}.parquet" for a in abls],
+            "out_prompts": [tmp_path / f"{a}.prompts.parquet" for a in abls]}
+    key = resume.digest({"opts": OPTS}, [dataset], {"task": "ioi"})
+    calls = []
+
+    def failing_third(*a, ablation, **k):
+        calls.append(ablation)
+        if ablation == "mean-query":
+            raise RuntimeError("killed")
+        return P.score(*a, ablation=ablation, **k)
+
+    with pytest.raises(RuntimeError, match="killed"):
+        P.for_each_ablation(failing_third, "ioi", card, dataset, abls, outs, opts=OPTS,
+                            stash=resume.Stash(tmp_path / "stash", key))
+    first = io.read_parquet(outs["out_parquet"][0])
+    for paths in outs.values():  # what Snakemake does with a failed job's outputs
+        for p in paths:
+            p.unlink(missing_ok=True)
+    calls.clear()
+
+    def counting(*a, ablation, **k):
+        calls.append(ablation)
+        return P.score(*a, ablation=ablation, **k)
+
+    P.for_each_ablation(counting, "ioi", card, dataset, abls, outs, opts=OPTS,
+                        stash=resume.Stash(tmp_path / "stash", key))
+    assert calls == ["mean-query"]
+    assert_frame_equal(io.read_parquet(outs["out_parquet"][0]), first, check_exact=True)
+    assert all(p.exists() for paths in outs.values() for p in paths)
+    assert not (tmp_path / "stash").exists()  # a job that succeeds leaves no stash
+
+
+def test_a_stash_of_other_inputs_is_not_used(data, tmp_path):
+    _, card, dataset = data
+    a = resume.digest({"opts": OPTS, "code": "x"}, [dataset], {"task": "ioi"})
+    b = resume.digest({"opts": OPTS, "code": "y"}, [dataset], {"task": "ioi"})
+    assert a != b
+    old = resume.Stash(tmp_path / "stash", a)
+    f = tmp_path / "out.parquet"
+    f.write_text("old result")
+    old.keep("zero-query", [f])
+    f.unlink()
+    new = resume.Stash(tmp_path / "stash", b)
+    assert not new.restore("zero-query", [f]) and not f.exists()
+    assert not old.dir.exists()  # the other key's stash is gone
