@@ -115,6 +115,8 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     # Snakemake touches a rerun job's outputs, so for those the job's log says what it computed)
     for t, (mtime, data) in before.items():
         assert (work / t).stat().st_mtime_ns == mtime and (work / t).read_bytes() == data, t
+    log = rerun.stdout + rerun.stderr
+    assert not [t for t in before if t in log] and all(t in log for t in missing)  # which jobs ran
     for t, (_, data) in kept.items():
         model, ablation = Path(t).parent.name, Path(t).name.removesuffix(".parquet")
         job_log = (work / f"results/logs/scores/ioi/{model}.log").read_text()
