@@ -361,6 +361,7 @@ def all_outputs():
         out += [f"results/tables/stability_{t}.csv" for t in TASKS] + [f"results/figures/stability_{t}.png" for t in TASKS]
     out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
     out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep_pairs()]
+    out += ["results/tables/sweep_overview.csv"] if sweep_pairs() else []
     return out + ["results/tables/cost.csv", "results/report.html"]
 
 
@@ -389,6 +390,7 @@ def script_jobs():
         "stability": [{"task": t} for t in TASKS] if "stability" in extras else [],
         "robustness": [{}] if "robustness" in extras else [],
         "sweep_tables": [{"task": t, "ablation": a} for t, a in sweep_pairs()],
+        "sweep_overview": [{}] if sweep_pairs() else [],
     }
 
 

@@ -43,3 +43,31 @@ rule sweep_tables:
         "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/sweep_tables.py"
+
+
+rule sweep_overview:
+    input:
+        paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in sweep_pairs()],
+    output:
+        csv=report(
+            "results/tables/sweep_overview.csv",
+            caption="../report/sweep_overview.rst",
+            category="sweep",
+            subcategory="all tasks",
+            labels={"output": "Sweep overview", "task": "all", "ablation": "all"},
+        ),
+        md="results/tables/sweep_overview.md",
+    params:
+        pairs=[f"{t}/{a}" for t, a in sweep_pairs()],
+        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
+        code=code_version("sweep_overview.py"),
+    log:
+        "results/logs/tables/sweep_overview.log",
+    benchmark:
+        "results/benchmarks/sweep_overview/all.tsv"
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/sweep_overview.py"

@@ -326,3 +326,36 @@ def test_a_kv_count_without_a_usable_pair_gets_a_row_not_a_crash():
     assert one["n_pairs"] == 0 and one["verdict"].startswith("n/a")
     assert np.isnan(one["heads_to_80_frac_p"]) and np.isnan(one["top_head_pct_p"])
     assert pairs[2]["n_pairs"] == 5 and np.isfinite(pairs[2]["top_head_pct_p_holm"])
+
+
+def _paired_row(size, diff, p_top, p_greedy, p_ranked, wins, losses, n=10):
+    return {"size": size, "kv_heads": 1, "vs_kv_heads": 8, "n_pairs": n, "seeds": " ".join(map(str, range(n))),
+            "clean_metric": "ld", "mha_clean": 5.0, "clean": 4.0, "mha_top_head_pct": 20.0,
+            "top_head_pct": 20.0 + diff, "top_head_pct_diff": diff, "top_head_pct_diff_lo": diff - 1,
+            "top_head_pct_diff_hi": diff + 1, "top_head_pct_p": p_top, "top_head_pct_p_holm": p_top,
+            "mha_heads_to_80_greedy_frac_median": 0.25, "mha_heads_to_80_greedy_frac_median_is_bound": False,
+            "heads_to_80_greedy_frac_median": 0.5, "heads_to_80_greedy_frac_median_is_bound": True,
+            "heads_to_80_greedy_frac_wins": wins, "heads_to_80_greedy_frac_losses": losses,
+            "heads_to_80_greedy_frac_ties": n - wins - losses, "heads_to_80_greedy_frac_p": p_greedy,
+            "heads_to_80_greedy_frac_p_holm": p_greedy, "heads_to_80_frac_p": p_ranked,
+            "heads_to_80_frac_p_holm": p_ranked, "verdict": "as in its table"}
+
+
+def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
+    """Holm over all 6 tests of two tables, by hand: sorted p 0.004, 0.01, 0.02, 0.3, 0.5, 0.6 ->
+    x6, x5, x4, x3, x2, x1 with the running maximum: 0.024, 0.05, 0.08, 0.9, 1, 1."""
+    from circuitloc.sweep import overview
+
+    a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
+    b = pl.DataFrame([_paired_row("dh32", -3.0, 0.01, 0.3, 0.6, wins=1, losses=7)])
+    out = overview({("ioi", "zero-query"): a, ("induction", "zero-kv"): b}, alpha=0.05)
+    assert out["unit"].to_list() == ["query", "kv"] and out["n_tests_all"][0] == 6
+    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.024, 0.05])
+    assert out["heads_to_80_greedy_frac_p_all"].to_list() == pytest.approx([0.08, 0.9])
+    assert out["heads_to_80_frac_p_all"].to_list() == pytest.approx([1.0, 1.0])
+    # small: both measures say fewer KV heads concentrate, 0.024 < 0.05 -> yes; dh32: both say the
+    # opposite, but its smallest adjusted p is 0.05, not below alpha -> no clear difference
+    assert out["verdict_all"].to_list()[0] == "fewer KV heads more concentrated: yes"
+    assert out["verdict_all"].to_list()[1].startswith("no clear difference")
+    assert out["heads_to_80_greedy_median"].to_list() == ["> 0.5", "> 0.5"]
+    assert out["mha_heads_to_80_greedy_median"].to_list() == ["0.25", "0.25"]

@@ -316,3 +316,57 @@ def _verdict(signs, alpha, p_adjust="holm", n_pairs=2) -> str:
     if sig and dirs == {-1.0}:
         return "fewer KV heads more concentrated: no (less concentrated)"
     return f"no clear difference ({p_adjust}-adjusted alpha {alpha})"
+
+
+OVERVIEW_TESTS = ("top_head_pct_p", "heads_to_80_greedy_frac_p", "heads_to_80_frac_p")
+
+
+def overview(tables: dict, alpha: float = 0.05, p_adjust: str = "holm"):
+    """Every paired comparison of the sweep in one table, {(task, ablation): paired table}: what
+    the README quotes. Each p-value is given raw, adjusted within its own table (as there) and
+    adjusted over every test of every table (`p_all`), and the verdict is read again from the
+    latter, so a conclusion across tasks and units is no stronger than all its tests together.
+    Heads-to-80% direction: wins minus losses of the fewer-KV model (a win: fewer units to 80%)."""
+    import numpy as np
+    import polars as pl
+
+    from . import stats as S
+    from .io import frame
+
+    keep = ["size", "kv_heads", "vs_kv_heads", "n_pairs", "clean_metric", "mha_clean", "clean",
+            "mha_top_head_pct", "top_head_pct", "top_head_pct_diff", "top_head_pct_diff_lo", "top_head_pct_diff_hi"]
+    rows = []
+    for (task, ablation), df in tables.items():
+        for r in df.iter_rows(named=True):
+            row = {"task": task, "unit": ablation.split("-", 1)[1], "ablation": ablation,
+                   **{k: r.get(k) for k in keep}}
+            for h in ("heads_to_80_greedy", "heads_to_80"):
+                m = f"{h}_frac"
+                for side in ("mha_", ""):
+                    med, bound = r.get(f"{side}{m}_median"), r.get(f"{side}{m}_median_is_bound")
+                    row[f"{side}{h}_median"] = None if med is None or (isinstance(med, float) and np.isnan(med)) \
+                        else (f"> {med:.3g}" if str(bound) in ("True", "true") else f"{med:.3g}")
+                row[f"{h}_wins_losses_ties"] = f"{r.get(f'{m}_wins')}/{r.get(f'{m}_losses')}/{r.get(f'{m}_ties')}"
+            for t in OVERVIEW_TESTS:
+                row[t] = r.get(t)
+                row[f"{t}_table"] = r.get(f"{t}_{p_adjust}")
+            row["verdict_table"] = r.get("verdict")
+            rows.append(row)
+    out = frame(rows)
+    if len(out) == 0:
+        return out
+
+    def num(col):
+        return np.array([np.nan if v is None else float(v) for v in out[col].to_list()])
+
+    values = np.column_stack([num(t) for t in OVERVIEW_TESTS])
+    adj = S.P_ADJUST[p_adjust](values.ravel()).reshape(values.shape)
+    for j, t in enumerate(OVERVIEW_TESTS):
+        out = out.insert_column(out.columns.index(f"{t}_table") + 1, pl.Series(f"{t}_all", adj[:, j], dtype=pl.Float64))
+    verdicts = []
+    for i, r in enumerate(out.iter_rows(named=True)):
+        w, lo, _ = (int(x) if x not in ("None", "") else 0 for x in r["heads_to_80_greedy_wins_losses_ties"].split("/"))
+        signs = [(np.sign(r["top_head_pct_diff"] or 0.0), adj[i, 0]), (np.sign(w - lo), adj[i, 1])]
+        verdicts.append(_verdict(signs, alpha, p_adjust, r["n_pairs"] or 0))
+    n = int(np.isfinite(values).sum())
+    return out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String), n_tests_all=pl.lit(n, pl.Int64))

@@ -97,3 +97,16 @@ def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv
                 "censoring-aware ranks; p adjusted by "
                 f"{opts['p_adjust']} over the {n_tests} tests of this table)")
     return summary, pm
+
+
+def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict):
+    """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
+    adjusted over all of them (`sweep.overview`)."""
+    from . import sweep as SW
+
+    tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paired.items()}
+    df = SW.overview(tables, float(opts["alpha"]), str(opts["p_adjust"]))
+    n = int(df["n_tests_all"][0]) if len(df) else 0
+    write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
+                f"{opts['p_adjust']}-adjusted within its table (_table) and over all {n} tests of every table (_all); "
+                "verdict_all reads the latter")
