@@ -108,7 +108,7 @@ def _jobs(dry_run_output):
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", ".test/config.yaml", "config/sweep.yaml",
-                                        "config/paper.yaml"])
+                                        "config/paper.yaml", "config/sweep_capacity.yaml"])
 def test_cost_job_reads_the_benchmark_of_every_job(configfile):
     """A dry run from scratch plans one cost job (a target of rule all) whose inputs are exactly the
     benchmark files of the other jobs: the planning in rules/common.smk matches the rules'."""
