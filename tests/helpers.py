@@ -57,3 +57,17 @@ def ld(logits, f):
     """logit(a) - logit(b) per prompt, in float32 whatever the model's dtype."""
     rows = torch.arange(logits.shape[0])
     return logits[rows, f["a"]].float() - logits[rows, f["b"]].float()
+
+
+def ioi_shaped(n: int, n_templates: int, seed: int):
+    """n IOI-shaped rows of random token ids (6 tokens, io_id, s_id) in n_templates aligned groups:
+    enough for score and curve jobs on a tiny model without the IOI generator's filters."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame({"input_ids": [rng.integers(3, 20, 6).tolist() for _ in range(n)],
+                         "io_id": rng.integers(3, 20, n).tolist(), "s_id": rng.integers(3, 20, n).tolist(),
+                         "template": [i % n_templates for i in range(n)]},
+                        schema={"input_ids": pl.List(pl.Int64), "io_id": pl.Int64, "s_id": pl.Int64,
+                                "template": pl.Int64})

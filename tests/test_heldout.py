@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
-from helpers import card_for
+from helpers import card_for, ioi_shaped
 from workflow_helpers import ROOT
 
 from circuitloc import io
@@ -99,12 +99,7 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     """The tiny Qwen2 model and an IOI-shaped set of 24 random prompts, the first 8 for scoring."""
     root = tmp_path_factory.mktemp("heldout")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
-    rng = np.random.default_rng(1)
-    df = pl.DataFrame({"input_ids": [rng.integers(3, 20, 6).tolist() for _ in range(24)],
-                       "io_id": rng.integers(3, 20, 24).tolist(), "s_id": rng.integers(3, 20, 24).tolist(),
-                       "template": [i % 3 for i in range(24)]},
-                      schema={"input_ids": pl.List(pl.Int64), "io_id": pl.Int64, "s_id": pl.Int64, "template": pl.Int64})
-    io.write_parquet(mark_scoring(df, 8), root / "ioi.parquet")
+    io.write_parquet(mark_scoring(ioi_shaped(24, 3, seed=1), 8), root / "ioi.parquet")
     return card, root / "ioi.parquet"
 
 

@@ -1,10 +1,9 @@
 """One job per task and model (pipeline.for_each_ablation) writes, for every ablation, the same
 files as one job per ablation did: one model load changes no number."""
 
-import numpy as np
 import polars as pl
 import pytest
-from helpers import card_for
+from helpers import card_for, ioi_shaped
 from polars.testing import assert_frame_equal
 
 from circuitloc import io
@@ -25,13 +24,7 @@ def data(tmp_path_factory, tiny_dirs):
     prompts in 4 aligned templates, the first 8 for scoring."""
     root = tmp_path_factory.mktemp("groups")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
-    rng = np.random.default_rng(3)
-    df = pl.DataFrame({"input_ids": [rng.integers(3, 20, 6).tolist() for _ in range(32)],
-                       "io_id": rng.integers(3, 20, 32).tolist(), "s_id": rng.integers(3, 20, 32).tolist(),
-                       "template": [i % 4 for i in range(32)]},
-                      schema={"input_ids": pl.List(pl.Int64), "io_id": pl.Int64, "s_id": pl.Int64,
-                              "template": pl.Int64})
-    io.write_parquet(mark_scoring(df, 8), root / "ioi.parquet")
+    io.write_parquet(mark_scoring(ioi_shaped(32, 4, seed=3), 8), root / "ioi.parquet")
     return root, card, root / "ioi.parquet"
 
 
