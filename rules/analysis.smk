@@ -9,7 +9,7 @@ rule specificity:
     params:
         tasks=TASKS,
         opts=ablation_opts,
-        metric=task_metric("facts"),
+        metrics=lambda wc: {t: task_metric(t) for t in TASKS},
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
         code=code_version("specificity.py"),

@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
 from circuitloc.checkpoints import checkpoint_files  # noqa: E402
 from circuitloc.codehash import code_hash  # noqa: E402
+from circuitloc import vocab  # noqa: E402  (tasks, kinds, units: standard library only)
 
 
 # ---- Code is a rerun trigger ---------------------------------------------------------------------
@@ -42,7 +43,10 @@ def _with_sweep(models, sweep):
 config["models"] = _with_sweep(config.get("models"), config.get("sweep"))
 MODELS = list(config["models"])
 SWEEP_MODELS = [m for m in MODELS if SWEEP_META in config["models"][m]]
-TASKS = [t for t in ("ioi", "induction", "facts") if t in config["tasks"]]
+# tasks of the user's own modules (config task_modules); jobs load them through the environment
+os.environ[vocab.TASK_MODULES_ENV] = ",".join(config.get("task_modules", []))
+vocab.load_task_modules(config.get("task_modules", []))
+TASKS = vocab.workflow_tasks(config["tasks"])
 def ablation_block(model=None):
     """The `ablation:` block (kinds, units, min_group; defaults from the schema), with the model's
     own block on top."""
@@ -75,23 +79,27 @@ def family_members(model):
 
 
 def models_for(task, ablation=None):
-    """facts_shared is only a new condition for families of two or more models; for a family of one
-    it would repeat the per-model facts run exactly, so those models are left out of it. With an
-    ablation: only the models scored under it."""
-    models = [m for m in MODELS if task != "facts_shared" or len(family_members(m)) > 1]
+    """A family-shared task (facts_shared) is only a new condition for families of two or more
+    models; for a family of one it would repeat the per-model run exactly, so those models are left
+    out of it. With an ablation: only the models scored under it."""
+    shared = vocab.task(task).base is not None
+    models = [m for m in MODELS if not shared or len(family_members(m)) > 1]
     return [m for m in models if ablation is None or ablation in model_ablations(m)]
 
 
+def shared_task(task):
+    """The family-shared task of `task` (facts: facts_shared) when the config asks for it and a
+    family has two or more models; else None."""
+    shared = vocab.task(task).shared
+    if shared and config["tasks"][task].get("shared") and models_for(shared):
+        return shared
+    return None
+
+
 def dataset_tasks():
-    shared = config["tasks"].get("facts", {}).get("shared")
-    extra = ["facts_shared"] if "facts" in TASKS and shared and models_for("facts_shared") else []
-    return TASKS + extra
+    return TASKS + [shared_task(t) for t in TASKS if shared_task(t)]
 
 
-wildcard_constraints:
-    model="|".join(re.escape(m) for m in MODELS),
-    task="ioi|induction|facts|facts_shared",
-    ablation="(zero|mean|resample)-(query|kv|layer)",
 
 
 def model_spec(model):
@@ -106,7 +114,7 @@ def model_build_spec(model):
 
 def task_config(task, model):
     """The task's global settings with the model's own overrides on top."""
-    base = "facts" if task.startswith("facts") else task
+    base = vocab.base_task(task).name
     cfg = copy.deepcopy(config["tasks"][base])
     cfg.update(model_spec(model).get("tasks", {}).get(base, {}))
     return cfg
@@ -119,12 +127,10 @@ def dataset_config(task, model):
 
 
 def task_metric(task):
-    """The facts metric that damage, rankings and curves use (config `tasks.facts.metric`, default
-    in config/schema.yaml); None for the other tasks, which have one metric each. One for every
-    model: a table compares models on it."""
-    if not task.startswith("facts"):
-        return None
-    return config["tasks"].get("facts", {}).get("metric", "margin")
+    """The metric that damage, rankings and curves use (config `tasks.<task>.metric`; default in
+    config/schema.yaml); None for a task that names none (its spec's default). One for every model:
+    a table compares models on it."""
+    return config["tasks"].get(vocab.base_task(task).name, {}).get("metric")
 
 
 def curve_config(task, model):
@@ -138,6 +144,12 @@ def card(model):
     return f"results/models/{model}/card.json"
 
 
+wildcard_constraints:
+    model="|".join(re.escape(m) for m in MODELS),
+    task="|".join(map(re.escape, dataset_tasks())) or "none",
+    ablation=vocab.ABLATION_PATTERN,
+
+
 
 # ---- Resource files are inputs -------------------------------------------------------------------
 # Every file a result is computed from is an input of the job that reads it, so editing it reruns
@@ -145,33 +157,14 @@ def card(model):
 # (datasets; a toy's vocabulary and training data too), a local fahamu/ioi parquet (IOI datasets).
 # A fahamu file from the hub is fetched inside the dataset job (never at DAG-build time): the
 # config's source (repo, file) is in the job's params instead.
-IOI_RESOURCE_FILES = ("templates", "names", "places", "objects")
-FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # as in tasks/ioi.py
-
-
 def resource_path(*parts):
     return os.path.join(workflow.basedir, "resources", *parts)
 
 
-def ioi_resource_inputs(root, names=IOI_RESOURCE_FILES):
-    return {f"ioi_{k}": os.path.join(root, f"{k}.txt") for k in names}
-
-
 def dataset_inputs(wc):
-    """Named resource files a dataset job reads: ioi: the 30 templates and a local fahamu parquet,
-    or the generator's four IOI files (the same templates, names, places, objects); facts: the facts file; induction: none."""
-    if wc.task == "ioi":
-        src = task_config("ioi", wc.model).get("source") or {}
-        fahamu = src.get("kind") == "fahamu"
-        out = ioi_resource_inputs(resource_path("ioi"), ("templates",) if fahamu else IOI_RESOURCE_FILES)
-        if fahamu and src.get("path"):
-            name = src.get("file", FAHAMU_FILES["200k"])
-            path = src["path"]
-            out["fahamu"] = os.path.join(path, FAHAMU_FILES.get(name, name)) if os.path.isdir(path) else path
-        return out
-    if wc.task == "facts":
-        return {"facts": task_config("facts", wc.model).get("path") or resource_path("facts", "facts.tsv")}
-    return {}
+    """Named files a dataset job reads (`vocab.dataset_inputs`: ioi: the 30 templates and a local
+    fahamu parquet, or the generator's four IOI files; facts: the facts file; induction: none)."""
+    return vocab.dataset_inputs(wc.task, task_config(wc.task, wc.model), resource_path())
 
 
 def model_inputs(wc):
@@ -182,8 +175,9 @@ def model_inputs(wc):
     if spec.get("source") != "toy":
         return {}
     recipe = spec.get("toy", {})
-    out = ioi_resource_inputs(recipe.get("ioi_resources") or resource_path("ioi"))
-    out["facts"] = recipe.get("facts_path") or resource_path("facts", "facts.tsv")
+    ioi_dir = recipe.get("ioi_resources") or resource_path("ioi")
+    out = {k: os.path.join(ioi_dir, os.path.basename(f)) for k, f in vocab.IOI_RESOURCES.items()}
+    out["facts"] = recipe.get("facts_path") or resource_path(vocab.FACTS_FILE)
     if recipe.get("checkpoint"):  # a stored toy: its files too (its held-out checks read the resources)
         out.update({f"checkpoint_{i}": f for i, f in enumerate(checkpoint_files(recipe["checkpoint"]))})
     return out
@@ -343,9 +337,9 @@ def stability_entries(task):
                  "scores": f"results/scores/{task}/{m}/{a}.parquet",
                  "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
                  "dataset": f"results/data/{task}/{m}.parquet"}
-            if task == "facts":
-                shared = "facts_shared" in dataset_tasks() and m in models_for("facts_shared", a)
-                e["shared"] = f"results/scores/facts_shared/{m}/{a}.parquet" if shared else None
+            if vocab.task(task).shared:  # the scores on the family-shared prompts, where there are some
+                st = shared_task(task)
+                e["shared"] = f"results/scores/{st}/{m}/{a}.parquet" if st and m in models_for(st, a) else None
             out.append(e)
     return out
 
@@ -378,7 +372,7 @@ def script_jobs():
     return {
         "model": [{"model": m} for m in MODELS],
         "dataset": [{"task": t, "model": m} for t in TASKS for m in models_for(t)],
-        "dataset_shared_facts": [{"model": m} for t, m in tm if t == "facts_shared"],
+        "dataset_shared_facts": [{"model": m} for t, m in tm if vocab.task(t).base],
         "scores": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
         "curves": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
         "tables": [{"task": t, "ablation": a} for t, a in table_pairs()],

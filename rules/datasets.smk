@@ -6,7 +6,7 @@ rule dataset:
         data="results/data/{task}/{model}.parquet",
         filter="results/data/{task}/{model}.filter.json",
     wildcard_constraints:
-        task="ioi|induction|facts",
+        task="|".join(map(re.escape, TASKS)),
     params:
         cfg=lambda wc: dataset_config(wc.task, wc.model),
         seed=config["seed"],

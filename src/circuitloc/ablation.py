@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import logging
-import re
 
 import numpy as np
 import polars as pl
 
 from . import metrics as M
 from . import stats as S
+from .metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from .scan import Prompts, Scanner
+from .vocab import KINDS, LAYER, QUERY, UNIT_LABEL, UNITS, parse_ablation, unit_kind, unit_label  # noqa: F401
 
 log = logging.getLogger(__name__)
-
-
-KINDS = ("zero", "mean", "resample")
-UNITS = ("query", "kv", "layer")
-
-
-def parse_ablation(name: str) -> tuple[str, str]:
-    """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); 'zero-layer' -> (zero, layer); a bare
-    kind means query heads."""
-    kind, _, unit = name.partition("-")
-    unit = unit or "query"
-    if kind not in KINDS or unit not in UNITS:
-        raise ValueError(f"unknown ablation {name!r}: expected {'|'.join(KINDS)}-{'|'.join(UNITS)}")
-    return kind, unit
 
 
 def units(card: dict, unit: str = "query") -> list[dict]:
@@ -38,38 +25,17 @@ def units(card: dict, unit: str = "query") -> list[dict]:
     L, H, K = card["n_layers"], card["n_heads"], card["n_kv_heads"]
     out = []
     for layer in range(L):
-        if unit == "query":
-            out += [{"unit": f"L{layer}H{h}", "layer": layer, "head": h, "heads": [h]} for h in range(H)]
-        elif unit == "layer":
-            out.append({"unit": f"L{layer}", "layer": layer, "head": 0, "heads": list(range(H))})
+        if unit == QUERY:
+            out += [{"unit": unit_label(unit, layer, h), "layer": layer, "head": h, "heads": [h]} for h in range(H)]
+        elif unit == LAYER:
+            out.append({"unit": unit_label(unit, layer), "layer": layer, "head": 0, "heads": list(range(H))})
         else:  # every query head that reads kv head g (grouped-query layout: consecutive heads)
             g_size = H // K
-            out += [{"unit": f"L{layer}G{g}", "layer": layer, "head": g,
+            out += [{"unit": unit_label(unit, layer, g), "layer": layer, "head": g,
                      "heads": list(range(g * g_size, (g + 1) * g_size))} for g in range(K)]
     return out
 
 
-UNIT_LABEL = {"query": re.compile(r"^L\d+H\d+$"), "kv": re.compile(r"^L\d+G\d+$"), "layer": re.compile(r"^L\d+$")}
-
-
-def unit_kind(label: str) -> str:
-    """'L3H1' -> query, 'L3G0' -> kv, 'L3' -> layer (the kind of unit a label names)."""
-    for kind, pattern in UNIT_LABEL.items():
-        if pattern.match(str(label)):
-            return kind
-    raise ValueError(f"not a unit label: {label!r}")
-
-
-def rank(scores: pl.DataFrame) -> pl.DataFrame:
-    """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
-    order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""
-    return scores.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
-                       nulls_last=True, maintain_order=True)
-
-
-def top(scores: pl.DataFrame) -> dict:
-    """The top unit's row (`rank`'s first) as a dict."""
-    return rank(scores).row(0, named=True)
 
 
 def as_sets(unit_rows: list[dict]) -> dict:

@@ -8,10 +8,10 @@ import polars as pl
 
 from . import metrics as M
 from . import stats as S
-from .ablation import parse_ablation
+from . import vocab
 from .io import frame
 from .tables import top_head_measure
-from .tasks.registry import task_of
+from .vocab import parse_ablation
 
 # -- stability ---------------------------------------------------------------------------
 
@@ -31,22 +31,28 @@ def unit_drops(per_prompt: pl.DataFrame, mask, higher_is_better: bool) -> pl.Dat
 
 
 def splits(task: str, per_prompt: pl.DataFrame, dataset: pl.DataFrame) -> list[tuple[str, str, str, np.ndarray]]:
-    """(split, condition a, condition b, mask of a) over the scored prompts; b is ~a."""
+    """(split, condition a, condition b, mask of a) over the scored prompts, from the task's spec
+    (`vocab.Split`); b is ~a."""
     rows = dataset[per_prompt["row"].to_numpy()]
-    if task == "ioi":
-        clean = per_prompt["clean"].to_numpy()
-        return [("template order", "ABBA", "BABA", rows["order"].to_numpy() == "ABBA"),
-                ("clean LD", "low LD", "high LD", clean <= np.median(clean))]
-    if task == "induction":
-        length = rows["input_ids"].list.len().to_numpy()
-        return [("sequence length", f"short (<= {int(np.median(length))})", "long", length <= np.median(length))]
-    return []
+    out = []
+    for sp in vocab.task(task).splits:
+        if sp.by == "column":
+            out.append((sp.name, sp.a, sp.b, rows[sp.column].to_numpy() == sp.value))
+        elif sp.by == "clean":
+            clean = per_prompt["clean"].to_numpy()
+            out.append((sp.name, sp.a, sp.b, clean <= np.median(clean)))
+        elif sp.by == "length":
+            length = rows["input_ids"].list.len().to_numpy()
+            out.append((sp.name, f"{sp.a} (<= {int(np.median(length))})", sp.b, length <= np.median(length)))
+        else:
+            raise ValueError(f"task {task}: unknown split kind {sp.by!r} (column, clean or length)")
+    return out
 
 
 def stability_rows(task: str, model: str, attention: str, ablation: str, per_prompt: pl.DataFrame,
                    dataset: pl.DataFrame):
     """Rows of the stability table and the two conditions' unit drops (for the figure)."""
-    t = task_of(task)
+    t = vocab.task(task)
     rows, maps = [], []
     for split, a, b, mask in splits(task, per_prompt, dataset):
         base = {"task": task, "model": model, "attention": attention, "ablation": ablation, "split": split,
@@ -60,16 +66,20 @@ def stability_rows(task: str, model: str, attention: str, ablation: str, per_pro
     return rows, maps
 
 
-def shared_stability_row(model: str, attention: str, ablation: str, per_model: pl.DataFrame,
+SHARED_SPLIT = "fact set"  # the split of a task with a family-shared condition (vocab.TaskSpec.shared)
+
+
+def shared_stability_row(task: str, model: str, attention: str, ablation: str, per_model: pl.DataFrame,
                          shared: pl.DataFrame):
-    """facts: the scores on the model's own known facts vs on the facts its whole family knows."""
+    """A task with a family-shared condition (facts): the scores on the model's own prompts (its
+    known facts) vs on those its whole family knows."""
     a = per_model.select("unit", "drop")
     b = a.select("unit").join(shared.select("unit", "drop"), on="unit", how="left", maintain_order="left")
-    row = {"task": "facts", "model": model, "attention": attention, "ablation": ablation,
-           "split": "fact set", "condition_a": "per-model", "condition_b": "shared",
+    row = {"task": task, "model": model, "attention": attention, "ablation": ablation,
+           "split": SHARED_SPLIT, "condition_a": "per-model", "condition_b": "shared",
            "n_a": int(per_model["n_prompts"][0]), "n_b": int(shared["n_prompts"][0]),
            **S.agreement(a["drop"].to_numpy(), b["drop"].to_numpy(), a["unit"].to_numpy())}
-    return row, (f"{model}: fact set", {"per-model": a, "shared": b})
+    return row, (f"{model}: {SHARED_SPLIT}", {"per-model": a, "shared": b})
 
 
 # -- specificity -------------------------------------------------------------------------
@@ -141,10 +151,11 @@ def behaves(t1: pl.DataFrame, task: str) -> np.ndarray:
             v = v.fill_nan(None)
         text = v.cast(pl.String).str.to_lowercase()
         return (v.is_null() | text.is_in(["true", "1", "1.0"])).to_numpy().astype(bool)
-    first = next((c for c in t1.columns if c.startswith("baseline_")), None)  # the metric it ranks on
-    t = task_of(task, first.removeprefix("baseline_") if first and task.startswith("facts") else None)
-    col = f"baseline_{t.metric_name}"
-    if t.higher_is_better and t.metric_name != "logprob" and col in t1.columns:
+    spec = vocab.task(task)
+    first = next((c.removeprefix("baseline_") for c in t1.columns if c.startswith("baseline_")), None)
+    metric = spec.metric(first if first in spec.metrics else None)  # the metric it ranks on
+    col = f"baseline_{metric}"
+    if spec.higher_is_better and spec.floor(metric) == "zero" and col in t1.columns:
         return t1[col].cast(pl.Float64).to_numpy() > 0
     return np.ones(len(t1), bool)
 
@@ -160,8 +171,8 @@ def robustness(table1s: dict) -> pl.DataFrame:
     for (task, ablation), t in table1s.items():
         kind, unit = parse_ablation(ablation)
         base = {"task": task, "kind": kind, "unit": unit}
-        query = table1s.get((task, f"{kind}-query"))
-        if unit == "kv" and query is not None:  # an MHA model's kv group is its query head: same scores
+        query = table1s.get((task, vocab.ablation_name(kind, vocab.QUERY)))
+        if unit == vocab.KV and query is not None:  # an MHA model's kv group is its query head: same scores
             extra = query.filter((pl.col("attention") == "mha") & ~pl.col("model").is_in(t["model"].to_list()))
             t = pl.concat([t, extra], how="diagonal_relaxed")
         t = t.with_columns(_ok=pl.Series(behaves(t, task)))

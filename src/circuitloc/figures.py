@@ -6,6 +6,7 @@ import polars as pl
 
 from . import io
 from . import metrics as M
+from . import vocab
 
 
 def save(fig, png, pdf):
@@ -21,9 +22,7 @@ def fig_heatmap(task, ablation, scores: dict, png, pdf):
     """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B)."""
     from . import plots
 
-    rows = [("drop", "single-unit drop")]
-    if task == "induction":
-        rows.append(("attn_score", "attention to B (ABA offset)"))
+    rows = list(vocab.task(task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
     save(plots.heatmaps(data, rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
 

@@ -12,8 +12,10 @@ import torch
 
 from . import ablation as A
 from . import io
+from . import vocab
+from .tasks import registry
 from .tasks.common import pad_id
-from .tasks.registry import floor_value, task_of
+from .tasks.registry import dataset_columns, task_of
 from .tasks.registry import prompts as to_prompts
 
 log = logging.getLogger("circuitloc")
@@ -23,13 +25,6 @@ def engine_label(card: dict, task: str, ablation: str | None = None) -> str:
     """Who an engine error is about: model (architecture, dtype), task and ablation."""
     return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}), task {task}"
             + (f", ablation {ablation}" if ablation else ""))
-
-
-def dataset_columns(task_name: str) -> tuple:
-    """The columns a score or curve job reads from a task's dataset."""
-    task = task_of(task_name)
-    extra = ("norep_ids", "b_pos") if task.name == "induction" else ()
-    return ("input_ids", "score", *task.fields, *extra)
 
 
 def read_ranked(scores_path) -> pl.DataFrame:
@@ -81,26 +76,23 @@ class AblationJob:
             log.info("engine self-check %s: max |engine - plain forward| %s", self.scanner.label,
                      {k: f"{v:.2g}" for k, v in errors.items()})
         self.aligned = float("nan")
-        if self.kind != "zero":
+        if self.kind in vocab.REPLACING_KINDS:
             self.scanner.replacement = self._replacement(full_df, int(opts.get("min_group", 8)),
                                                          int(opts.get("seed", 0)))
         self.units = A.units(card, self.unit)
 
     def _replacement(self, full_df, min_group, seed) -> dict:
-        """Mean: per-position means within aligned groups of >= min_group prompts of the whole task set,
-        else the mean over positions. Resample: another prompt of the set, aligned where possible."""
+        """The replacement output of the job's kind (`replacement.KIND_REPLACEMENT`), and the share of
+        prompts whose replacement came from aligned prompts."""
         from . import replacement as R
 
+        build = R.KIND_REPLACEMENT.get(self.kind)
+        if build is None:
+            raise ValueError(f"ablation kind {self.kind!r} has no replacement output (replacement.KIND_REPLACEMENT)")
         full = to_prompts(full_df, self.task, self.pad)
-        lengths = (full.last_pos + 1).numpy()
-        if self.kind == "mean":
-            groups = R.aligned_groups(full_df, self.task.align, lengths, min_group)
-            self.aligned = float((groups[self.rows_in_full] >= 0).mean())
-            return R.mean_replacement(self.scanner, full, self.rows_in_full, groups)
-        groups = R.aligned_groups(full_df, self.task.align, lengths, 2)
-        src = R.resample_sources(groups, lengths, self.rows_in_full, seed)
-        self.aligned = float(((groups[src] == groups[self.rows_in_full]) & (groups[src] >= 0)).mean())
-        return R.resample_replacement(self.scanner, full, self.rows_in_full, src)
+        replacement, self.aligned = build(self.scanner, full, full_df, self.task.align, self.rows_in_full,
+                                          min_group, seed)
+        return replacement
 
     @property
     def bridge(self):
@@ -118,16 +110,9 @@ class AblationJob:
         return float(self.floor_per_prompt().mean())
 
     def floor_per_prompt(self):
-        """The floor per prompt (induction: each prompt's own no-repeat sequence), so that a
-        bootstrap resamples a ratio's denominator with its numerator."""
-        if self.task.name != "induction":
-            vocab = None
-            if self.task.metric_name == "logprob" and len(self.prompts):
-                vocab = int(self.scanner.last_logits(self.prompts.take(torch.arange(1))).shape[-1])
-            return np.full(len(self.df), floor_value(self.task, vocab))
-        p = to_prompts(self.df, self.task, self.pad, column="norep_ids")
-        v = self.scanner.run(p, [{}], {self.task.metric_name: self.task.metric})[self.task.metric_name]
-        return v[0].numpy().astype(float)
+        """The floor per prompt (`tasks.registry.floor_per_prompt`; induction: each prompt's own
+        no-repeat sequence), so that a bootstrap resamples a ratio's denominator with its numerator."""
+        return registry.floor_per_prompt(self.task, self)
 
     def clean_per_prompt(self):
         """The clean metric per prompt."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 
 
 def drop(clean: float, ablated, higher_is_better: bool):
@@ -72,3 +73,15 @@ def concentration(drops) -> dict:
         return {"top_share": float("nan"), "effective_units": float("nan")}
     p = pos[pos > 0] / total
     return {"top_share": float(pos.max() / total), "effective_units": float(math.exp(-(p * np.log(p)).sum()))}
+
+
+def rank(scores: pl.DataFrame) -> pl.DataFrame:
+    """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
+    order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""
+    return scores.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
+                       nulls_last=True, maintain_order=True)
+
+
+def top(scores: pl.DataFrame) -> dict:
+    """The top unit's row (`rank`'s first) as a dict."""
+    return rank(scores).row(0, named=True)

@@ -11,9 +11,11 @@ import torch
 from . import ablation as A
 from . import io
 from . import metrics as M
-from .job import AblationJob, dataset_columns, progress, read_ranked
+from .job import AblationJob, progress, read_ranked
 from .runner import log
 from .tasks.common import curve_rows
+from .tasks.registry import dataset_columns, unit_columns
+from .vocab import NEUTRAL
 
 
 # -- scores and curves -------------------------------------------------------------------
@@ -66,8 +68,9 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
     # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
     df = df.with_columns(floor=pl.lit(floor, pl.Float64), n_prompts=pl.lit(len(job.df), pl.Int64),
                          aligned=pl.lit(job.aligned, pl.Float64), metric=pl.lit(job.task.metric_name))
-    if task_name == "induction":
-        df = df.join(attention_scores(job), on=["layer", "head"], how="left", maintain_order="left")
+    more = unit_columns(job.task, job)  # the task's own per-unit columns (induction: attention to B)
+    if more is not None:
+        df = df.join(more, on=["layer", "head"], how="left", maintain_order="left")
     per_prompt = per_prompt.insert_column(0, pl.Series("row", job.rows_in_full, dtype=pl.Int64))
     io.write_parquet(per_prompt, out_prompts)
     io.write_parquet(df, out_parquet)
@@ -75,18 +78,6 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
     log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
              f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
              if "top_freq" in df.columns else "")
-
-
-def attention_scores(job) -> pl.DataFrame:
-    """Mean attention from the last position to B's position (the ABA offset), per query head;
-    for kv and layer units, the mean over the unit's query heads."""
-    from .heads import induction_scores
-
-    per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
-                                torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
-    return pl.DataFrame([{"layer": u["layer"], "head": u["head"],
-                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units],
-                        schema={"layer": pl.Int64, "head": pl.Int64, "attn_score": pl.Float64})
 
 
 def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
@@ -140,9 +131,10 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
 
 # -- beyond the paper: specificity ---------------------------------------------------------
 def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,
-                device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metric: str | None = None):
+                device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metrics: dict | None = None):
     """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
-    breaks everything is not a task circuit. `metric`: the facts metric (config `tasks.facts.metric`)."""
+    breaks everything is not a task circuit. `metrics`: {task: the metric it is ranked on} (config
+    `tasks.<task>.metric`; a task not named: its default)."""
     from .models.load import load_engine
     from .tasks.neutral import windows
 
@@ -150,18 +142,18 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
     tops = {t: read_ranked(p)["unit"][0] for t, p in scores.items()}
     targets = dict(datasets)
     neutral, coverage = windows(neutral_path, loaded[1], card["prepend_bos"], seed=int((opts or {}).get("seed", 0)))
-    targets["neutral"] = neutral
+    targets[NEUTRAL] = neutral
     damage: dict = {}
     for target, data in targets.items():
         job = AblationJob(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded,
-                          metric=metric if target.startswith("facts") else None)
+                          metric=(metrics or {}).get(target))
         by_label = {u["unit"]: u for u in job.units}
         name = job.task.metric_name
         v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
                             {name: job.task.metric})[name].mean(dim=1).numpy()
-        floor = job.floor() if target != "neutral" else 0.0
+        floor = job.floor() if target != NEUTRAL else 0.0
         for src, val in zip(tops, v[1:]):
-            if target == "neutral":  # rise of the next-token loss, relative to the clean loss
+            if target == NEUTRAL:  # rise of the next-token loss, relative to the clean loss
                 damage[(src, target)] = (float(v[0]), float(val), float((val - v[0]) / v[0]))
             else:
                 damage[(src, target)] = (float(v[0]), float(val),
@@ -175,7 +167,7 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
         for target in datasets:
             row[f"damage_{target}"] = damage[(src, target)][2]
         ok = coverage >= min_coverage
-        clean, ablated, rise = damage[(src, "neutral")]
+        clean, ablated, rise = damage[(src, NEUTRAL)]
         row.update({"neutral_coverage": coverage, "neutral_loss_clean": clean if ok else float("nan"),
                     "neutral_loss_ablated": ablated if ok else float("nan"),
                     "neutral_rise_pct": 100 * rise if ok else float("nan")})

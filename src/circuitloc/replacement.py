@@ -18,6 +18,7 @@ import polars as pl
 import torch
 
 from .scan import Prompts, Scanner, _out_proj, hooked
+from .vocab import MEAN, RESAMPLE
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
@@ -131,3 +132,26 @@ def resample_replacement(scanner: Scanner, source: Prompts, target, sources) -> 
 
     _each_z(scanner, src, put)
     return out
+
+
+# ---- one entry per ablation kind that replaces a unit's output (circuitloc.vocab.REPLACING_KINDS) --
+def for_mean(scanner: Scanner, full: Prompts, full_df: pl.DataFrame, align: tuple, rows, min_group: int, seed: int):
+    """Mean ablation of a job: per-position means within aligned groups of >= min_group prompts of
+    the whole task set, else the mean over positions. Returns (replacement, share aligned)."""
+    lengths = (full.last_pos + 1).numpy()
+    groups = aligned_groups(full_df, align, lengths, min_group)
+    return mean_replacement(scanner, full, rows, groups), float((groups[rows] >= 0).mean())
+
+
+def for_resample(scanner: Scanner, full: Prompts, full_df: pl.DataFrame, align: tuple, rows, min_group: int,
+                 seed: int):
+    """Resample ablation of a job: another prompt of the set, aligned where possible. Returns
+    (replacement, share of prompts whose source is aligned)."""
+    lengths = (full.last_pos + 1).numpy()
+    groups = aligned_groups(full_df, align, lengths, 2)
+    src = resample_sources(groups, lengths, rows, seed)
+    aligned = float(((groups[src] == groups[rows]) & (groups[src] >= 0)).mean())
+    return resample_replacement(scanner, full, rows, src), aligned
+
+
+KIND_REPLACEMENT = {MEAN: for_mean, RESAMPLE: for_resample}

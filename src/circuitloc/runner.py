@@ -11,19 +11,23 @@ from pathlib import Path
 log = logging.getLogger("circuitloc")
 
 
-def setup(log_path=None, threads: int = 1, seed: int = 0) -> None:
-    """One torch thread per job by default: several jobs beat several threads on a small machine."""
+def setup(log_path=None, threads: int | None = None, seed: int = 0) -> None:
+    """Logging to the job's log; for a job that computes (`threads` given: its rule's threads, one by
+    default, since several jobs beat several threads on a small machine) torch's threads and seed. A
+    table or figure job gives no threads and never imports torch."""
     handlers = [logging.StreamHandler()]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
                         force=True)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if threads is None:
+        return
     import torch
 
     torch.set_num_threads(max(1, int(threads)))
     torch.manual_seed(seed)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def run(fn, *args, **kwargs):

@@ -9,12 +9,25 @@ import polars as pl
 
 from . import io
 from . import metrics as M
-from .ablation import rank, unit_kind
+from . import vocab
 from .io import frame
-from .tasks.registry import metric_of, task_of
+from .metrics import rank
+from .vocab import TOP_COLUMN, unit_kind
 
-# the column that names the top unit, by what it holds
-TOP_COLUMN = {"query": "top_head", "kv": "top_kv_group", "layer": "top_layer"}
+
+def metric_of(frame: pl.DataFrame) -> str | None:
+    """The metric a scores or curve table was computed with (its `metric` column; None, the task's
+    default, for a table without one)."""
+    if "metric" in frame.columns and len(frame):
+        return str(frame["metric"][0])
+    return None
+
+
+def measure(task: str, *frames: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
+    """(the task's spec, the metric its tables were computed with, the task's other metrics)."""
+    spec = vocab.task(task)
+    name = spec.metric(next((m for m in map(metric_of, frames) if m), None))
+    return spec, name, tuple(m for m in spec.metrics if m != name)
 
 
 def _top_label(row) -> dict:
@@ -62,14 +75,14 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
-        t = task_of(task, metric_of(s, task) or metric_of(c, task))
+        t, metric, extras = measure(task, s, c)
         top = rank(s).row(0, named=True)
         ranked = c.filter(pl.col("method") == "ranked").sort("step")
         first = ranked.row(0, named=True) if len(ranked) else None
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
-               f"baseline_{t.metric_name}": float(c["clean"][0])}
-        if "accuracy" in t.extra and "accuracy_clean" in c.columns:  # facts ranked on margin or logprob:
+               f"baseline_{metric}": float(c["clean"][0])}
+        if "accuracy" in extras and "accuracy_clean" in c.columns:  # facts ranked on margin or logprob:
             row["baseline_accuracy"] = float(c["accuracy_clean"][0])  # top-1 accuracy on the curve prompts
         row.update({
             "n_score_prompts": int(s["n_prompts"][0]) if "n_prompts" in s.columns else None,
@@ -84,13 +97,13 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
         if first is not None and first["unit"] == top["unit"]:  # the top unit alone, on the curve prompts
-            row["top_head_score_heldout"] = float(M.drop(float(c["clean"][0]), float(first[t.metric_name]),
+            row["top_head_score_heldout"] = float(M.drop(float(c["clean"][0]), float(first[metric]),
                                                           t.higher_is_better))
             row["top_head_pct_heldout"] = 100 * float(first["damage"])
             if "damage_lo" in ranked.columns:
                 row["top_head_pct_heldout_lo"] = 100 * float(first["damage_lo"])
                 row["top_head_pct_heldout_hi"] = 100 * float(first["damage_hi"])
-        for extra in t.extra:  # facts: the other metrics, clean and under the top unit (scoring prompts)
+        for extra in extras:  # facts: the other metrics, clean and under the top unit (scoring prompts)
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
@@ -118,23 +131,23 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
     rows = []
     for model, card in cards.items():
         c = curves[model]
-        t = task_of(task, metric_of(c, task))
+        t, metric, _ = measure(task, c)
         first = c.filter((pl.col("method") == "ranked") & (pl.col("step") == 1)).row(0, named=True)
         clean = float(first["clean"])
-        ablated = float(first[t.metric_name])
+        ablated = float(first[metric])
         floor = float(first["floor"])
         ctrl = controls[model]
-        ctrl_pct = 100 * M.damage(clean, ctrl[t.metric_name].to_numpy(), floor, t.higher_is_better)
+        ctrl_pct = 100 * M.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         rows.append({
             "model": model, "attention": card["attention"], "curve_prompts": _curve_prompts(c),
             "n_curve_prompts": int(c["n_prompts"][0]) if "n_prompts" in c.columns else None,
-            f"{t.metric_name}_clean": clean,
+            f"{metric}_clean": clean,
             **_top_label(first),
-            f"{t.metric_name}_top_ablated": ablated,
+            f"{metric}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]),
             # a sign flip of a logit difference that was never positive says nothing: left empty
-            "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.name == "ioi" and behaves else None,
+            "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
             "control_draws": int(len(ctrl)),
             # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) else np.nan,

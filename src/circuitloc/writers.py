@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import io
+from . import vocab
 from .tables import table1, table2, write_table
 
 
@@ -47,12 +48,13 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
     rows, panels = [], []
     for e in entries:
         e = {**e, "attention": io.read_json(e["card"])["attention"]}
-        if task == "facts":
+        if vocab.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
-                             "split": "fact set", "note": "no shared set (a family of one, or tasks.facts.shared: false)"})
+                             "split": AN.SHARED_SPLIT,
+                             "note": f"no shared set (a family of one, or tasks.{task}.shared: false)"})
                 continue
-            row, m = AN.shared_stability_row(e["model"], e["attention"], e["ablation"],
+            row, m = AN.shared_stability_row(task, e["model"], e["attention"], e["ablation"],
                                              io.read_parquet(e["scores"]), io.read_parquet(e["shared"]))
             r, mm = [row], [m]
         else:

@@ -9,4 +9,4 @@ run(specificity, card=run(read_json, snakemake.input.card), ablation=snakemake.w
     datasets=dict(zip(tasks, snakemake.input.data)), scores=dict(zip(tasks, snakemake.input.scores)),
     neutral_path=snakemake.input.neutral, out_parquet=snakemake.output[0],
     batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device, opts=snakemake.params.opts,
-    metric=snakemake.params.metric)
+    metrics=snakemake.params.metrics)

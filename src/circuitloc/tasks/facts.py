@@ -79,16 +79,16 @@ def logprob(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
 
 # config `tasks.facts.metric`: what damage, rankings and curves use (the others are reported beside it)
 METRICS = {"margin": margin, "accuracy": accuracy, "logprob": logprob}
-DEFAULT_METRIC = "margin"
 
 
-def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str, last_logits,
-                  path=None):
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str = "natural", last_logits=None,
+                  path=None, inputs: dict | None = None, **_):
     """The facts this model knows: one-token answers in the model's top `top_k` (config) at the
     prompt's last position, in a seeded shuffle, the first n_score marked for scoring.
     `last_logits(rows)`: the model's clean last-position logits on those rows; `path`: the facts
     file (default: config `path`, else the shipped set). Returns (rows, counts)."""
-    df, counts = build(load(path or cfg.get("path")), tokenizer, prepend_bos, form)
+    path = path or (inputs or {}).get("facts") or cfg.get("path")
+    df, counts = build(load(path), tokenizer, prepend_bos, form)
     ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))

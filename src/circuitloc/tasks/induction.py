@@ -57,7 +57,11 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     return -logp[torch.arange(logp.shape[0]), batch["b_id"]]
 
 
-def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int):
+# icl_loss on the task's sequences; loss: the same next-token loss on neutral text (specificity)
+METRICS = {"icl_loss": metric, "loss": metric}
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, **_):
     """n sequences over the model's own word tokens, the first n_score marked for scoring.
     Returns (rows, counts)."""
     cands = candidate_tokens(tokenizer)
@@ -65,3 +69,25 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int):
                    tokenizer.bos_token_id if prepend_bos else None)
     df = mark_scoring(df, int(cfg["n_score"]))
     return df, {"input": len(df), "candidate_tokens": len(cands), "kept": len(df), "requested": int(cfg["n"])}
+
+
+def floor_per_prompt(job) -> np.ndarray:
+    """The loss with the task gone: each prompt's own no-repeat sequence (its first [A][B]
+    replaced by random tokens), the same final token predicted."""
+    from .registry import prompts
+
+    p = prompts(job.df, job.task, job.pad, column="norep_ids")
+    name = job.task.metric_name
+    return job.scanner.run(p, [{}], {name: job.task.metric})[name][0].numpy().astype(float)
+
+
+def unit_columns(job) -> pl.DataFrame:
+    """attn_score: mean attention from the last position to B's position (the ABA offset), per
+    query head; for kv and layer units, the mean over the unit's query heads."""
+    from ..heads import induction_scores
+
+    per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
+                                torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
+    return pl.DataFrame([{"layer": u["layer"], "head": u["head"],
+                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units],
+                        schema={"layer": pl.Int64, "head": pl.Int64, "attn_score": pl.Float64})

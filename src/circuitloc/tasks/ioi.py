@@ -17,11 +17,10 @@ import polars as pl
 import torch
 
 from ..errors import DatasetError
+from ..vocab import FAHAMU_FILES, FAHAMU_REPO, fahamu_file, fahamu_local_path  # noqa: F401
 from .common import encode, mark_scoring, sample_rows, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
-FAHAMU_REPO = "fahamu/ioi"
-FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
 FAHAMU_COLUMN = "ioi_sentences"
 ROWS = {"prompt": pl.String, "io": pl.String, "s": pl.String, "order": pl.String, "template": pl.Int64}
 
@@ -142,12 +141,9 @@ def match_templates(sentences, templates: list[str]) -> tuple[pl.DataFrame, int]
 def fahamu_path(source: dict) -> Path:
     """The parquet file of a `{kind: fahamu}` source: `path` (a file, or a directory holding `file`),
     else `file` of the hub dataset `repo` from the Hugging Face cache (downloaded when online)."""
-    name = source.get("file", FAHAMU_FILES["200k"])
-    name = FAHAMU_FILES.get(name, name)  # '200k' / '26m' as shorthands
+    name = fahamu_file(source)  # '200k' / '26m' as shorthands
     if source.get("path"):
-        p = Path(source["path"])
-        if p.is_dir():
-            p = p / name
+        p = Path(fahamu_local_path(source))
         if not p.is_file():
             raise DatasetError(f"IOI parquet not found: {p} (tasks.ioi.source.path)")
         return p
@@ -223,7 +219,10 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
     return last_logits[idx, batch["io_id"]] - last_logits[idx, batch["s_id"]]
 
 
-def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None):
+METRICS = {"ld": metric}
+
+
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None, **_):
     """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
     generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
     n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,

@@ -1,81 +1,107 @@
-"""A task is a dataset plus a metric: what the engine needs to score it."""
+"""A task is its spec (circuitloc.vocab: names, columns, floors, splits, as data) plus its module's
+behaviour. The interface a task module offers:
+
+- `METRICS`: {metric name: fn(last_logits, batch) -> per-prompt values} for every name in the spec;
+- `build_dataset(tokenizer, prepend_bos, cfg, seed, **context) -> (rows, filter counts)`, where the
+  context holds `inputs` (the resource files the rule declares), `form` (natural | qa) and
+  `last_logits(rows)` (the model's clean last-position logits); a builder takes what it needs;
+- optionally `floor_per_prompt(job)`, for a spec whose floor is `per_prompt`, and
+  `unit_columns(job) -> DataFrame on (layer, head)`, more columns for the scores table.
+
+Nothing outside tasks/ decides by a task's name: every difference is in the spec or the module."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Callable
 
 import numpy as np
 import polars as pl
 import torch
 
+from .. import vocab
 from ..errors import DatasetError
 from ..scan import Prompts
-from . import facts, induction, ioi
 from .common import pad_right
 
 
 @dataclass(frozen=True)
 class Task:
-    name: str
+    spec: vocab.TaskSpec
     metric_name: str
     metric: Callable
-    higher_is_better: bool
-    fields: tuple
-    extra: dict = field(default_factory=dict)
-    align: tuple = ()  # prompts equal in these columns (and in length) share token positions
+    extra: dict = field(default_factory=dict)  # the task's other metrics, reported beside the ranked one
+    module: ModuleType | None = None
 
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
-def facts_task(metric: str = facts.DEFAULT_METRIC) -> Task:
-    """The facts task ranked on `metric` (config `tasks.facts.metric`: margin, accuracy or logprob);
-    the other two are computed beside it (`extra`), so accuracy stays a reported column."""
-    if metric not in facts.METRICS:
-        raise ValueError(f"tasks.facts.metric must be one of {', '.join(facts.METRICS)}, got {metric!r}")
-    extra = {k: f for k, f in facts.METRICS.items() if k != metric}
-    return Task("facts", metric, facts.METRICS[metric], True, ("answer_id",), extra, align=("domain", "relation"))
+    @property
+    def higher_is_better(self) -> bool:
+        return self.spec.higher_is_better
 
+    @property
+    def fields(self) -> tuple:
+        return self.spec.fields
 
-TASKS = {
-    "ioi": Task("ioi", "ld", ioi.metric, True, ("io_id", "s_id"), align=("template",)),
-    "induction": Task("induction", "icl_loss", induction.metric, False, ("b_id",),
-                      align=("prefix_len", "suffix_len")),
-    "facts": facts_task(),
-    # plain next-token loss on a neutral text sample (windows of equal length; b_id = next token)
-    "neutral": Task("neutral", "loss", induction.metric, False, ("b_id",), align=("length",)),
-}
+    @property
+    def align(self) -> tuple:
+        return self.spec.align
 
 
 def task_of(name: str, metric: str | None = None) -> Task:
-    """facts_shared is the facts task on a different row set. `metric`: the facts metric (config
-    `tasks.facts.metric`; None: the default, margin); any other task has one metric, and a
-    `metric` that names another is an error."""
-    base = "facts" if name.startswith("facts") else name
-    if base == "facts":
-        return facts_task(metric or facts.DEFAULT_METRIC)
-    task = TASKS[base]
-    if metric is not None and metric != task.metric_name:
-        raise ValueError(f"task {name} has the metric {task.metric_name}, not {metric!r}")
-    return task
+    """The task `name` ranked on `metric` (config `tasks.<task>.metric`; None: the spec's default);
+    its other metrics are computed beside it (`extra`). A metric the task lacks is an error."""
+    spec = vocab.task(name)
+    chosen = spec.metric(metric)
+    module = importlib.import_module(vocab.base_task(name).module)
+    metrics = module.METRICS
+    missing = [m for m in spec.metrics if m not in metrics]
+    if missing:
+        raise ValueError(f"task {name}: its module {module.__name__} has no metric {missing}")
+    extra = {k: metrics[k] for k in spec.metrics if k != chosen}
+    return Task(spec, chosen, metrics[chosen], extra, module)
 
 
 def floor_value(task: Task, vocab_size: int | None = None) -> float:
-    """The metric with the task gone, where it is one number: 0 for the IOI logit difference, facts
-    accuracy (no fact right) and the facts margin (the answer no longer beats its best rival: the
-    point where top-1 accuracy flips); -log(vocabulary size) for the facts log-probability (a
-    uniform guess). Induction's floor is per prompt (the no-repeat loss), computed by the job."""
-    if task.metric_name == "logprob":
+    """The metric with the task gone, where it is one number (the spec's floor kind): 0 (`zero`: an
+    IOI logit difference, accuracy, the facts margin) or -log(vocabulary size) (`log_vocab`: a
+    uniform guess). A `per_prompt` floor is the task module's `floor_per_prompt(job)`."""
+    kind = task.spec.floor(task.metric_name)
+    if kind == "log_vocab":
         if not vocab_size:
-            raise ValueError("the facts logprob floor needs the vocabulary size")
+            raise ValueError(f"the {task.name} {task.metric_name} floor needs the vocabulary size")
         return -float(np.log(vocab_size))
-    return 0.0
+    if kind == "zero":
+        return 0.0
+    raise ValueError(f"task {task.name}: the floor of {task.metric_name} is {kind!r}: per prompt, not one number")
 
 
-def metric_of(frame: pl.DataFrame, task_name: str) -> str | None:
-    """The metric a scores or curve table was computed with (its `metric` column; None, the task's
-    default, for a table without one)."""
-    if "metric" in frame.columns and len(frame):
-        return str(frame["metric"][0])
-    return None
+def floor_per_prompt(task: Task, job) -> np.ndarray:
+    """The floor for each of the job's prompts, so that a bootstrap resamples a ratio's denominator
+    with its numerator."""
+    if task.spec.floor(task.metric_name) == "per_prompt":
+        return task.module.floor_per_prompt(job)
+    vocab_size = None
+    if task.spec.floor(task.metric_name) == "log_vocab" and len(job.prompts):
+        vocab_size = int(job.scanner.last_logits(job.prompts.take(torch.arange(1))).shape[-1])
+    return np.full(len(job.df), floor_value(task, vocab_size))
+
+
+def unit_columns(task: Task, job) -> pl.DataFrame | None:
+    """More per-unit columns of the scores table, where the task's module has them (induction: the
+    attention to B)."""
+    fn = getattr(task.module, "unit_columns", None)
+    return fn(job) if fn else None
+
+
+def dataset_columns(task_name: str) -> tuple:
+    """The columns a score or curve job reads from a task's dataset."""
+    spec = vocab.task(task_name)
+    return ("input_ids", "score", *spec.fields, *spec.job_columns)
 
 
 def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
@@ -84,16 +110,15 @@ def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -
     return Prompts(ids, last, fields)
 
 
-def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None,
-                  form: str = "natural", last_logits: Callable | None = None):
+def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context):
     """A task's dataset for one model, with its scoring rows marked: (rows, counts of what each
-    filter removed). `inputs`: the resource files the rule declares; facts needs `form` (natural or
-    qa) and `last_logits(rows)`, the model's clean last-position logits (its knowledge filter)."""
-    inputs = inputs or {}
-    if task_name == "ioi":
-        return ioi.build_dataset(tokenizer, prepend_bos, cfg, seed, inputs)
-    if task_name == "induction":
-        return induction.build_dataset(tokenizer, prepend_bos, cfg, seed)
-    if task_name == "facts":
-        return facts.build_dataset(tokenizer, prepend_bos, cfg, seed, form, last_logits, inputs.get("facts"))
-    raise DatasetError(f"unknown task {task_name!r}")
+    filter removed). `context`: inputs, form and last_logits (see the module docstring)."""
+    spec = vocab.task(task_name)
+    if not spec.in_workflow or spec.base:
+        raise DatasetError(f"task {task_name!r} has no dataset builder of its own")
+    module = importlib.import_module(spec.module)
+    return module.build_dataset(tokenizer, prepend_bos, cfg, seed, **context)
+
+
+# the built-in tasks under their default metrics (engine tests and benches take them from here)
+TASKS = {name: task_of(name) for name in ("ioi", "induction", "facts", "neutral")}

@@ -1,0 +1,234 @@
+"""The words every layer of circuitloc shares, as plain data: tasks, ablation kinds and units, unit
+labels. Standard library only, so the Snakefile, the rules and the table and figure jobs read the
+same definitions as the engine without importing torch. A task's behaviour (dataset builder,
+metrics, floor) lives in its module (`TaskSpec.module`); defaults live in config/schema.yaml."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from dataclasses import dataclass, field
+
+# ---- ablation kinds and units ----------------------------------------------------------------------
+# zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
+# resample: its output on another prompt of the set. A unit is a query head, a kv group (every query
+# head that shares one key/value head) or a layer (every query head of one layer).
+KINDS = ("zero", "mean", "resample")
+ZERO, MEAN, RESAMPLE = KINDS
+UNITS = ("query", "kv", "layer")
+QUERY, KV, LAYER = UNITS
+# kinds whose replacement output is computed from the task set (circuitloc.replacement.KIND_REPLACEMENT)
+REPLACING_KINDS = (MEAN, RESAMPLE)
+
+
+def parse_ablation(name: str) -> tuple[str, str]:
+    """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); a bare kind means query heads. An
+    unknown kind or unit is an error, never a fallback."""
+    kind, _, unit = str(name).partition("-")
+    unit = unit or "query"
+    if kind not in KINDS or unit not in UNITS:
+        raise ValueError(f"unknown ablation {name!r}: expected {'|'.join(KINDS)}-{'|'.join(UNITS)}")
+    return kind, unit
+
+
+def ablation_name(kind: str, unit: str) -> str:
+    parse_ablation(f"{kind}-{unit}")
+    return f"{kind}-{unit}"
+
+
+ABLATION_PATTERN = f"({'|'.join(KINDS)})-({'|'.join(UNITS)})"  # a Snakemake wildcard constraint
+
+# ---- unit labels -----------------------------------------------------------------------------------
+# One label per unit in every artifact: a query head L{layer}H{head}, a kv group L{layer}G{group}, a
+# layer L{layer}; the column that names a table's top unit follows the unit.
+UNIT_LABEL = {QUERY: re.compile(r"^L\d+H\d+$"), KV: re.compile(r"^L\d+G\d+$"), LAYER: re.compile(r"^L\d+$")}
+TOP_COLUMN = {QUERY: "top_head", KV: "top_kv_group", LAYER: "top_layer"}
+
+
+LABEL_FORMAT = {QUERY: "L{layer}H{index}", KV: "L{layer}G{index}", LAYER: "L{layer}"}
+
+
+def unit_label(unit: str, layer: int, index: int = 0) -> str:
+    if unit not in LABEL_FORMAT:
+        raise ValueError(f"unknown unit {unit!r}: expected one of {', '.join(UNITS)}")
+    return LABEL_FORMAT[unit].format(layer=layer, index=index)
+
+
+def unit_kind(label: str) -> str:
+    """'L3H1' -> query, 'L3G0' -> kv, 'L3' -> layer (the kind of unit a label names)."""
+    for kind, pattern in UNIT_LABEL.items():
+        if pattern.match(str(label)):
+            return kind
+    raise ValueError(f"not a unit label: {label!r}")
+
+
+# ---- resource files and the fahamu/ioi parquet ------------------------------------------------------
+# Every file a dataset is computed from is an input of the job that reads it (editing it reruns that
+# job). Keys are what the job's `inputs` dict calls them; paths are under the resources directory.
+IOI_RESOURCES = {f"ioi_{k}": f"ioi/{k}.txt" for k in ("templates", "names", "places", "objects")}
+FACTS_FILE = "facts/facts.tsv"
+FAHAMU_REPO = "fahamu/ioi"
+FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # shorthands of the file names
+
+
+def fahamu_file(source: dict) -> str:
+    """The parquet file name a `{kind: fahamu}` source asks for (`file`, or its 200k / 26m shorthand)."""
+    name = source.get("file", FAHAMU_FILES["200k"])
+    return FAHAMU_FILES.get(name, name)
+
+
+def fahamu_local_path(source: dict) -> str | None:
+    """A fahamu source's local file (`path`: the file, or a directory holding `file`); None when the
+    file comes from the hub."""
+    if not source.get("path"):
+        return None
+    path = source["path"]
+    return os.path.join(path, fahamu_file(source)) if os.path.isdir(path) else path
+
+
+def ioi_inputs(cfg: dict, root: str) -> dict:
+    """The 30 templates and a local fahamu parquet, or the generator's four files."""
+    src = cfg.get("source") or {}
+    if src.get("kind") != "fahamu":
+        return {k: os.path.join(root, v) for k, v in IOI_RESOURCES.items()}
+    out = {"ioi_templates": os.path.join(root, IOI_RESOURCES["ioi_templates"])}
+    local = fahamu_local_path(src)
+    return {**out, "fahamu": local} if local else out
+
+
+def facts_inputs(cfg: dict, root: str) -> dict:
+    return {"facts": cfg.get("path") or os.path.join(root, FACTS_FILE)}
+
+
+# ---- tasks -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Split:
+    """One stability split of a task's scoring prompts into two conditions: by a dataset column's
+    value (`column`: a == `value`), or below/above the median of the clean metric (`by: clean`) or
+    of the prompt length (`by: length`)."""
+
+    name: str
+    a: str
+    b: str
+    by: str = "column"  # column | clean | length
+    column: str | None = None
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the workflow and the tables need to know about a task. Its behaviour — `build_dataset`,
+    the metric functions, and optionally `floor_per_prompt(job)` and `unit_columns(job)` — is in
+    `module` (see circuitloc.tasks.registry for the interface)."""
+
+    name: str
+    module: str  # the module holding the task's behaviour
+    metrics: tuple  # metric names; the first is the default (config tasks.<name>.metric chooses)
+    higher_is_better: bool  # of every one of its metrics
+    fields: tuple  # dataset columns the metric reads, beside input_ids and score
+    job_columns: tuple = ()  # more dataset columns a score or curve job reads (the floor's inputs)
+    align: tuple = ()  # prompts equal in these columns (and in length) share token positions
+    floors: dict = field(default_factory=dict)  # metric -> zero | per_prompt | log_vocab (default zero)
+    sign_flip: bool = False  # Table 2 says whether the top unit alone flips the metric's sign
+    splits: tuple = ()  # stability splits of the scoring prompts (Split)
+    shared: str | None = None  # the task of the same prompts known by every model of a family (facts)
+    inputs: object = None  # fn(task config, resources dir) -> {key: file} the dataset job reads
+    heatmap: tuple = (("drop", "single-unit drop"),)  # Figure 1's rows: (scores column, title)
+    in_workflow: bool = True  # false: a helper task (neutral text) that no dataset rule builds
+    base: str | None = None  # a derived task (facts_shared): the task whose behaviour it uses
+
+    def floor(self, metric: str | None = None) -> str:
+        return self.floors.get(metric or self.metrics[0], "zero")
+
+    def metric(self, name: str | None = None) -> str:
+        """The metric a table or job uses: `name` (a config's choice) or the default; a name the
+        task does not have is an error."""
+        if name is None:
+            return self.metrics[0]
+        if name not in self.metrics:
+            raise ValueError(f"task {self.name} has the metric(s) {', '.join(self.metrics)}, not {name!r}")
+        return name
+
+
+BUILTIN = (
+    TaskSpec("ioi", "circuitloc.tasks.ioi", ("ld",), True, ("io_id", "s_id"), align=("template",),
+             sign_flip=True, inputs=ioi_inputs,
+             splits=(Split("template order", "ABBA", "BABA", "column", "order", "ABBA"),
+                     Split("clean LD", "low LD", "high LD", "clean"))),
+    TaskSpec("induction", "circuitloc.tasks.induction", ("icl_loss",), False, ("b_id",),
+             job_columns=("norep_ids", "b_pos"), align=("prefix_len", "suffix_len"),
+             floors={"icl_loss": "per_prompt"}, splits=(Split("sequence length", "short", "long", "length"),),
+             heatmap=(("drop", "single-unit drop"), ("attn_score", "attention to B (ABA offset)"))),
+    TaskSpec("facts", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
+             align=("domain", "relation"), floors={"logprob": "log_vocab"}, shared="facts_shared",
+             inputs=facts_inputs),
+    TaskSpec("facts_shared", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
+             align=("domain", "relation"), floors={"logprob": "log_vocab"}, base="facts"),
+    # plain next-token loss on windows of a neutral text (specificity; b_id = the next token)
+    TaskSpec("neutral", "circuitloc.tasks.induction", ("loss",), False, ("b_id",), align=("length",),
+             in_workflow=False),
+)
+_TASKS: dict[str, TaskSpec] = {t.name: t for t in BUILTIN}
+NEUTRAL = "neutral"  # the specificity control's task
+# modules outside circuitloc that define tasks (config `task_modules:`); the Snakefile sets it for jobs
+TASK_MODULES_ENV = "CIRCUITLOC_TASK_MODULES"
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add a task defined outside circuitloc (its module's `SPEC`); a name may not be reused by a
+    different spec."""
+    old = _TASKS.get(spec.name)
+    if old is not None and old != spec:
+        raise ValueError(f"task {spec.name!r} is already defined (by {old.module})")
+    _TASKS[spec.name] = spec
+    return spec
+
+
+def load_task_modules(names=None) -> list[str]:
+    """Import the task modules named (default: the environment's CIRCUITLOC_TASK_MODULES, comma-
+    separated) and register each one's `SPEC`. Returns the names of the tasks they define."""
+    if names is None:
+        names = [n for n in os.environ.get(TASK_MODULES_ENV, "").split(",") if n.strip()]
+    out = []
+    for name in names:
+        module = importlib.import_module(name.strip())
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, TaskSpec):
+            raise ValueError(f"task module {name!r} has no SPEC (a circuitloc.vocab.TaskSpec)")
+        out.append(register(spec).name)
+    return out
+
+
+def task(name: str) -> TaskSpec:
+    """The spec of a task by name; tasks of configured task modules are loaded on first use."""
+    if name not in _TASKS:
+        load_task_modules()
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}: expected one of {', '.join(sorted(_TASKS))} "
+                         f"(a task of your own: its module in config task_modules)") from None
+
+
+def dataset_inputs(name: str, cfg: dict, root: str) -> dict:
+    """The files a dataset job of task `name` reads, by key (none for a task that reads none)."""
+    spec = task(name)
+    return spec.inputs(cfg, root) if spec.inputs else {}
+
+
+def base_task(name: str) -> TaskSpec:
+    """The task whose behaviour `name` uses (facts_shared: facts)."""
+    spec = task(name)
+    return task(spec.base) if spec.base else spec
+
+
+def workflow_tasks(configured) -> list[str]:
+    """The tasks a config asks for (keys of its `tasks:`), built-in order first, each checked."""
+    names = list(configured)
+    for n in names:
+        spec = task(n)
+        if not spec.in_workflow or spec.base:
+            raise ValueError(f"config tasks.{n}: not a task of its own (use tasks.{spec.base or n})")
+    builtin = [t.name for t in BUILTIN if t.name in names]
+    return builtin + [n for n in names if n not in builtin]
