@@ -27,6 +27,11 @@ def code_version(script):
     return code_hash(os.path.join(workflow.basedir, "workflow", "scripts", script))
 
 
+def module_version(module):
+    """The same for a `run:` directive that calls a circuitloc module in Snakemake's own process."""
+    return code_hash(os.path.join(workflow.basedir, "src", "circuitloc", module))
+
+
 def _with_sweep(models, sweep):
     """The configured models plus the sweep's toys (a name may repeat only with the same spec: the
     report re-reads an already expanded config)."""
@@ -216,13 +221,14 @@ def resume_dir(stage, ablations):
     return lambda wc: f"results/.resume/{stage}/{wc.task}/{wc.model}{tag}"
 
 
-def group_rule(stage, i):
-    return stage if i == 0 else f"{stage}_{i + 1}"
-
-
-def groups_of(model):
-    """The indices of the ablation groups (rules) that run `model`."""
-    return [i for i, (_, ms) in enumerate(ABLATION_GROUPS) if model in ms]
+def group_rule(stage, ablations):
+    """The name of the rules running `ablations` at `stage`: the stage itself when every model shares
+    one list of ablations (the usual case), else the stage, its kinds and its units
+    (`scores__zero_mean__query`), so every rule can be found by its name."""
+    if len(ABLATION_GROUPS) == 1:
+        return stage
+    kinds, units = zip(*map(vocab.parse_ablation, ablations))
+    return f"{stage}__{'_'.join(dict.fromkeys(kinds))}__{'_'.join(dict.fromkeys(units))}"
 
 
 def one_of(models):
@@ -230,85 +236,23 @@ def one_of(models):
 
 
 # ---- Resources per job ---------------------------------------------------------------------------
-# Cards exist only after the models stage, so a job's resources come from the config: the model's
-# `size:` hint (params_b, n_layers, n_heads; set in config/paper.yaml) or its toy recipe. Without a
-# hint (a gguf or hf model nobody sized) a job gets the small CPU defaults below. The top-level
-# `resources:` block (every job), then the model's own `resources:` block (the jobs that run the
-# model: datasets, scores, curves) override the estimate key by key.
-#
-#   mem_mb   host memory: 2 GB + twice the weights (bytes/param from the model's dtype) for jobs that
-#            load the model; the models stage loads nothing for hf (meta device), 2 GB for toys.
-#   runtime  minutes: base + k * params_b * units / 100 for scores and curves, units = n_layers *
-#            n_heads (every unit score and every curve step is a pass over the prompts), times the
-#            model's number of ablations (one job runs them all), base +
-#            k * params_b for datasets; times 30 on a CPU. Models: 30 + 10 * params_b (download).
-#   gpu      1 for the jobs that run the model (datasets, scores, curves) when device is cuda; the
-#            SLURM plugin turns it into --gpus=1 (or set gres / gpu_model per model or globally).
-
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-RESOURCE_KEYS = ("mem_mb", "runtime", "gpu", "gpu_model", "gres", "constraint", "slurm_partition",
-                 "slurm_account", "slurm_extra", "qos")
-# stage: (base minutes, minutes per billion parameters x 100 units, on a GPU)
-RUNTIME = {"dataset": (10, 2), "scores": (10, 1), "curves": (30, 4), "specificity": (10, 1), "small": (10, 0)}
-GPU_STAGES = ("dataset", "scores", "curves", "specificity")
-CPU_SLOWDOWN = 30
-
-
-def model_size(model):
-    """(params_b, units) from the config: the `size` hint, else a toy's recipe, else (0, 0)."""
-    spec = model_spec(model)
-    hint = spec.get("size", {})
-    if spec.get("source") == "toy" and not hint:
-        t = spec.get("toy", {})
-        d, n_layers, vocab = t.get("d_model", 128), t.get("n_layers", 2), 4096
-        return (n_layers * 12 * d * d + 2 * vocab * d) / 1e9, n_layers * t.get("n_heads", 8)
-    return float(hint.get("params_b", 0)), int(hint.get("n_layers", 0)) * int(hint.get("n_heads", 0))
-
-
-def estimate_resources(model, stage):
-    """The estimate for one job of `stage` ('model', 'dataset', 'scores', 'curves', 'small') on `model`
-    (None for jobs over many models), with the config's overrides applied."""
-    cuda = config["device"] == "cuda"
-    params_b, units = model_size(model) if model else (0.0, 0)
-    weights_gb = params_b * DTYPE_BYTES[model_spec(model).get("dtype", "float32")] if model else 0.0
-    if stage == "model":
-        gguf = model and model_spec(model).get("source") == "gguf"
-        mem_gb = 2 + (3 * weights_gb if gguf else 0)  # gguf: quantized file, dequantized copy, saved copy
-        runtime = 30 + 10 * params_b  # a download of the hf checkpoint, or training a toy on one core
-    else:
-        base, k = RUNTIME[stage]
-        mem_gb = 2 + (2 * weights_gb if stage in GPU_STAGES else 0)
-        per_unit = units / 100 if stage in ("scores", "curves", "specificity") else 1  # datasets: passes over prompts
-        if model and stage in ("scores", "curves") and config["group_ablations"]:
-            per_unit *= len(model_ablations(model))
-        runtime = base + k * params_b * per_unit * (1 if cuda else CPU_SLOWDOWN)
-    res = {"mem_mb": int(1024 * math.ceil(mem_gb)), "runtime": int(math.ceil(runtime))}
-    if cuda and stage in GPU_STAGES:
-        res["gpu"] = 1
-    overrides = dict(config.get("resources", {}))
-    if model and stage in GPU_STAGES:  # a model's own block is for the jobs that run it
-        overrides.update(model_spec(model).get("resources", {}))
-    if stage not in GPU_STAGES or not cuda:  # GPU settings only for GPU jobs
-        overrides = {k: v for k, v in overrides.items() if k not in ("gpu", "gpu_model", "gres")}
-    elif "gres" in overrides:
-        res.pop("gpu")  # a cluster that wants --gres=gpu:... gets only that
-    res.update(overrides)
-    return res
-
-
+# Estimated from the config (circuitloc.resources: size hints, toy recipes, overrides).
 def job_resources(stage, per_model=True):
     """Keyword arguments for a rule's `resources:` (`**job_resources("scores")`): one callable per
     resource name any job may set, returning None (no request) where a job sets none."""
-    keys = set(estimate_resources(None, "small")) | ({"gpu"} if config["device"] == "cuda" else set())
-    for spec in [config] + [model_spec(m) for m in MODELS]:
-        keys |= set(spec.get("resources", {}))
+    from circuitloc.resources import estimate, requested_keys
 
     def value(key):
         if per_model:
-            return lambda wc: estimate_resources(wc.model, stage).get(key)
-        return lambda wc: estimate_resources(None, stage).get(key)
+            return lambda wc: estimate(config, model_spec(wc.model), stage, len(group_of(wc.model, stage))).get(key)
+        return lambda wc: estimate(config, None, stage).get(key)
 
-    return {k: value(k) for k in RESOURCE_KEYS if k in keys}
+    return {k: value(k) for k in requested_keys(config, config["models"])}
+
+
+def group_of(model, stage):
+    """The ablations one job of `stage` runs for `model`: all of them when grouped, else one."""
+    return model_ablations(model) if config["group_ablations"] else model_ablations(model)[:1]
 
 
 def per_model(pattern):
@@ -359,52 +303,12 @@ def all_outputs():
     return out + ["results/tables/cost.csv", "results/report.html"]
 
 
-# ---- The cost record -----------------------------------------------------------------------------
+# ---- The cost record ----------------------------------------------------------------------------
 # Every rule that runs a script writes a Snakemake benchmark file (results/benchmarks/<rule>/
-# <wildcards>.tsv: wall time, CPU time, peak memory of the job); rule cost sums them per stage and
-# per model (circuitloc.cost). Its inputs are the benchmark files of every job of the run, planned
-# here from the config the way the rules plan them (tests/test_cost.py holds the two to each other).
-def script_jobs():
-    """rule -> the wildcards of each of its jobs in this run, for every rule that runs a script but
-    the cost table itself, in pipeline order."""
-    extras = config["analysis"]
-    tm = [(t, m) for t in dataset_tasks() for m in models_for(t)]
-    return {
-        "model": [{"model": m} for m in MODELS],
-        "dataset": [{"task": t, "model": m} for t in TASKS for m in models_for(t)],
-        "dataset_shared_facts": [{"model": m} for t, m in tm if vocab.task(t).base],
-        "scores": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
-        "curves": [{"task": t, "model": m, "group": i} for t, m in tm for i in groups_of(m)],
-        "tables": [{"task": t, "ablation": a} for t, a in table_pairs()],
-        "figures": [{"task": t, "ablation": a} for t, a in table_pairs()],
-        "figure_scale": [{"ablation": a} for a in ABLATIONS],
-        "specificity": [{"model": m, "ablation": a} for m in MODELS for a in model_ablations(m)]
-        if "specificity" in extras else [],
-        "specificity_table": [{}] if "specificity" in extras else [],
-        "stability": [{"task": t} for t in TASKS] if "stability" in extras else [],
-        "robustness": [{}] if "robustness" in extras else [],
-        "sweep_tables": [{"task": t, "ablation": a} for t, a in sweep_pairs()],
-        "sweep_overview": [{}] if sweep_pairs() else [],
-    }
-
-
-_BENCHMARK_JOBS = []
-
-
-def benchmark_jobs():
-    """(benchmark file, rule, model or None) of every job script_jobs() lists (computed once: the
-    cost rule's input and params both ask)."""
-    if not _BENCHMARK_JOBS:
-        _BENCHMARK_JOBS.extend(_benchmark_jobs())
-    return _BENCHMARK_JOBS
-
-
-def _benchmark_jobs():
-    def rule(r, wc):  # scores and curves: the rule of the job's ablation group
-        return getattr(rules, group_rule(r, wc["group"]) if r in ("scores", "curves") else r)
-
-    return [(str(rule(r, wc).benchmark).format(**wc), r, wc.get("model"))
-            for r, jobs in script_jobs().items() for wc in jobs]
+# <wildcards>.tsv); rule cost sums those of every job in Snakemake's own DAG (circuitloc.cost). It
+# runs last: its inputs are the run's other targets.
+def cost_inputs():
+    return [f for f in all_outputs() if f not in ("results/tables/cost.csv", "results/report.html")]
 
 
 def report_inputs():

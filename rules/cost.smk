@@ -1,8 +1,8 @@
 # The cost record: every job that runs a script writes a Snakemake benchmark file
-# (results/benchmarks/<rule>/<wildcards>.tsv); this sums them per stage and per model into
-# results/tables/cost.csv and cost.md (circuitloc.cost), which the report shows. Its inputs are the
-# benchmark files of every job of the run (benchmark_jobs in rules/common.smk), so it reruns after
-# any job does. Its own benchmark and the report's run are not in the table.
+# (results/benchmarks/<rule>/<wildcards>.tsv); this sums those of every job in Snakemake's own DAG
+# per stage and per model into results/tables/cost.csv and cost.md (circuitloc.cost), which the
+# report shows. It runs in Snakemake's own process (it reads the DAG), after every other target.
+# Its own benchmark and the report's run are not in the table.
 
 
 localrules:
@@ -11,7 +11,7 @@ localrules:
 
 rule cost:
     input:
-        lambda wc: [f for f, _, _ in benchmark_jobs()],
+        cost_inputs(),
     output:
         csv=report(
             "results/tables/cost.csv",
@@ -22,13 +22,10 @@ rule cost:
         ),
         md="results/tables/cost.md",
     params:
-        jobs=lambda wc: [[rule, model] for _, rule, model in benchmark_jobs()],
-        code=code_version("cost_table.py"),
+        code=module_version("cost.py"),
     log:
         "results/logs/tables/cost.log",
-    benchmark:
-        "results/benchmarks/cost.tsv",
-    conda:
-        "../envs/circuitloc.yaml"
-    script:
-        "../workflow/scripts/cost_table.py"
+    run:
+        from circuitloc.cost import write_dag_cost
+
+        write_dag_cost(workflow.dag.jobs, output.csv, output.md, log[0], exclude=("cost", "report", "all"))

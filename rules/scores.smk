@@ -1,10 +1,10 @@
 # One job per task and model runs every ablation of the model, or one job per ablation with
 # `group_ablations: false` (rules/common.smk: ABLATION_GROUPS).
-for _i, (_ablations, _models) in enumerate(ABLATION_GROUPS):
+for _ablations, _models in ABLATION_GROUPS:
 
     rule:
         name:
-            group_rule("scores", _i)
+            group_rule("scores", _ablations)
         input:
             card="results/models/{model}/card.json",
             data="results/data/{task}/{model}.parquet",

@@ -109,16 +109,38 @@ def _jobs(dry_run_output):
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", ".test/config.yaml", "config/sweep.yaml",
                                         "config/paper.yaml", "config/sweep_capacity.yaml"])
-def test_cost_job_reads_the_benchmark_of_every_job(configfile):
-    """A dry run from scratch plans one cost job (a target of rule all) whose inputs are exactly the
-    benchmark files of the other jobs: the planning in rules/common.smk matches the rules'."""
+def test_cost_job_runs_after_every_job_that_writes_a_benchmark(configfile):
+    """A dry run from scratch plans one cost job (a target of rule all); every other job but the
+    report writes a benchmark file, and the cost job waits for every other target of the run, so it
+    sums the finished DAG (its job list is Snakemake's own: circuitloc.cost.dag_jobs)."""
     jobs = _jobs(smk("-n", "--nolock", "--configfile", configfile).stdout)
     cost = [j for j in jobs if j[0] == "cost"]
     assert len(cost) == 1
-    benchmarks = {b for rule, _, b in jobs if rule != "cost"} - {None}
-    assert {rule for rule, _, b in jobs if b is None} == {"report", "all"}
-    assert set(cost[0][1].split(", ")) == benchmarks
+    assert {rule for rule, _, b in jobs if b is None} == {"report", "all", "cost"}
+    targets = set(next(inp for rule, inp, _ in jobs if rule == "all").split(", "))
+    assert set(cost[0][1].split(", ")) == targets - {"results/tables/cost.csv", "results/report.html"}
     assert "results/tables/cost.csv" in next(inp for rule, inp, _ in jobs if rule == "report").split(", ")
+
+
+def test_dag_jobs_reads_each_jobs_benchmark_and_stage(tmp_path):
+    """Snakemake's jobs become (stage, model, benchmark file) in pipeline order; a rule made per group
+    of ablations counts under its stage; a missing benchmark file is reported, not read."""
+    from types import SimpleNamespace as NS
+
+    from circuitloc.cost import dag_jobs
+
+    def job(rule, bench, **wc):
+        if bench:
+            (tmp_path / bench).write_text("x")
+        return NS(rule=NS(name=rule), wildcards_dict=wc, benchmark=str(tmp_path / bench) if bench else None)
+
+    jobs = [job("tables", "t.tsv", task="ioi"), job("scores__zero_mean__query", "s.tsv", task="ioi", model="a"),
+            job("model", "m.tsv", model="a"), job("all", None), job("report", None),
+            job("curves", None, model="a")]
+    jobs.append(NS(rule=NS(name="curves"), wildcards_dict={"model": "a"}, benchmark=str(tmp_path / "gone.tsv")))
+    got, missing = dag_jobs(jobs, exclude=("all", "report"))
+    assert [(s, m) for s, m, _ in got] == [("model", "a"), ("scores", "a"), ("tables", None)]
+    assert missing == [str(tmp_path / "gone.tsv")]
 
 
 def test_one_score_job_per_task_and_model_or_per_ablation(tmp_path):

@@ -178,6 +178,10 @@ def test_every_artifact_exists_and_cards_are_complete(tiny_run):
     assert "tiny_mha" in md and "heads_to_80" in md
     leftovers = [p for p in res.rglob(".*") if p.is_file()]
     assert not leftovers, leftovers  # no temporary file survives
+    # the cost table sums every job of the run's DAG: each benchmark file the run wrote, once
+    cost = pd.read_csv(res / "tables/cost.csv")
+    total = cost[(cost["stage"] == "all") & (cost["model"] == "all")]["jobs"].item()
+    assert total == len(list((res / "benchmarks").rglob("*.tsv"))) > 50
 
 
 @pytest.mark.workflow

@@ -21,6 +21,9 @@ import polars as pl
 
 from . import io
 
+# pipeline order of the stages in the table (a stage not listed comes after these)
+STAGES = ("model", "dataset", "dataset_shared_facts", "scores", "curves", "tables", "figures", "figure_scale",
+          "specificity", "specificity_table", "stability", "robustness", "sweep_tables", "sweep_overview")
 SHARED = "(shared)"
 ALL = "all"
 COLUMNS = {"s": "wall_s", "cpu_time": "cpu_s", "max_rss": "max_rss_mb"}
@@ -35,6 +38,32 @@ def read_benchmark(path) -> dict:
         raise ValueError(f"{path}: not a Snakemake benchmark file (no rows, or no {sorted(missing)} column)")
     row = df.select(pl.col(c).cast(pl.Float64).mean().alias(new) for c, new in COLUMNS.items()).row(0, named=True)
     return row
+
+
+def stage_of(rule: str) -> str:
+    """The stage a rule belongs to: a rule made per group of ablations (`scores__zero_mean__query`)
+    counts under its stage (`scores`)."""
+    return rule.split("__", 1)[0]
+
+
+def dag_jobs(jobs, exclude=()) -> tuple[list, list]:
+    """(stage, model or None, benchmark file) of every job of a Snakemake DAG that has a benchmark
+    file on disk, in pipeline order (by stage as the DAG first lists it), and the benchmark files
+    that are missing. `jobs`: Snakemake's Job objects (rule.name, wildcards_dict, benchmark)."""
+    from pathlib import Path
+
+    out, missing = [], []
+    for job in jobs:
+        if job.rule.name in exclude or not job.benchmark:
+            continue
+        path = str(job.benchmark)
+        if not Path(path).is_file():
+            missing.append(path)
+            continue
+        out.append((stage_of(job.rule.name), job.wildcards_dict.get("model"), path))
+    order = {s: i for i, s in enumerate(STAGES)}
+    out.sort(key=lambda j: (order.get(j[0], len(order)), j[2]))
+    return out, missing
 
 
 def job_costs(jobs) -> pl.DataFrame:
@@ -113,4 +142,13 @@ def write_cost(jobs, csv_path, md_path) -> pl.DataFrame:
     table = cost_table(job_costs(jobs))
     io.write_csv(table, csv_path)
     io.write_text(to_markdown(table), md_path)
+    return table
+
+
+def write_dag_cost(jobs, csv_path, md_path, log_path, exclude=()) -> pl.DataFrame:
+    """The cost table of every job of a Snakemake DAG (`dag_jobs`); the log names the jobs without a
+    benchmark file (run before the file was written, or removed since)."""
+    found, missing = dag_jobs(jobs, exclude)
+    table = write_cost(found, csv_path, md_path)
+    io.write_text(f"{len(found)} jobs with a benchmark file; without one: {missing}\n", log_path)
     return table

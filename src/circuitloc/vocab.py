@@ -147,7 +147,9 @@ class TaskSpec:
         if name is None:
             return self.metrics[0]
         if name not in self.metrics:
-            raise ValueError(f"task {self.name} has the metric(s) {', '.join(self.metrics)}, not {name!r}")
+            field = f"tasks.{self.base or self.name}.metric"
+            raise ValueError(f"{field} must be one of {', '.join(self.metrics)} (the metrics of task {self.name}), "
+                             f"got {name!r}")
         return name
 
 
