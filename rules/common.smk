@@ -29,7 +29,9 @@ def code_version(script):
 
 def module_version(module):
     """The same for a `run:` directive that calls a circuitloc module in Snakemake's own process."""
-    return code_hash(os.path.join(workflow.basedir, "src", "circuitloc", module))
+    import circuitloc
+
+    return code_hash(os.path.join(os.path.dirname(circuitloc.__file__), module))
 
 
 def _with_sweep(models, sweep):

@@ -150,7 +150,7 @@ def test_one_score_job_per_task_and_model_or_per_ablation(tmp_path):
         out = smk("-n", "--nolock", "--configfile", str(configfile)).stdout
         jobs = []
         for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-            m = re.match(r"(?:local)?rule (scores(?:_\d+)?):", block.strip())
+            m = re.match(r"(?:local)?rule (scores(?:__\w+)?):", block.strip())
             if m:
                 files = re.search(r"^\s+output: (.*)$", block, flags=re.M).group(1).split(", ")
                 jobs.append([f for f in files if not f.endswith(".prompts.parquet")])

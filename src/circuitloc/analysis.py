@@ -155,7 +155,7 @@ def behaves(t1: pl.DataFrame, task: str) -> np.ndarray:
     first = next((c.removeprefix("baseline_") for c in t1.columns if c.startswith("baseline_")), None)
     metric = spec.metric(first if first in spec.metrics else None)  # the metric it ranks on
     col = f"baseline_{metric}"
-    if spec.higher_is_better and spec.floor(metric) == "zero" and col in t1.columns:
+    if spec.higher_is_better and spec.floor(metric) == vocab.FLOOR_ZERO and col in t1.columns:
         return t1[col].cast(pl.Float64).to_numpy() > 0
     return np.ones(len(t1), bool)
 

@@ -102,6 +102,12 @@ def facts_inputs(cfg: dict, root: str) -> dict:
 
 
 # ---- tasks -----------------------------------------------------------------------------------------
+# what a metric is when the task is gone: 0 (a logit difference, accuracy, the facts margin), each
+# prompt's own value (induction: the loss without the repeat), or -log(vocabulary) (a uniform guess)
+FLOORS = ("zero", "per_prompt", "log_vocab")
+FLOOR_ZERO, FLOOR_PER_PROMPT, FLOOR_LOG_VOCAB = FLOORS
+
+
 @dataclass(frozen=True)
 class Split:
     """One stability split of a task's scoring prompts into two conditions: by a dataset column's
@@ -139,7 +145,7 @@ class TaskSpec:
     base: str | None = None  # a derived task (facts_shared): the task whose behaviour it uses
 
     def floor(self, metric: str | None = None) -> str:
-        return self.floors.get(metric or self.metrics[0], "zero")
+        return self.floors.get(metric or self.metrics[0], FLOOR_ZERO)
 
     def metric(self, name: str | None = None) -> str:
         """The metric a table or job uses: `name` (a config's choice) or the default; a name the

@@ -71,11 +71,11 @@ def floor_value(task: Task, vocab_size: int | None = None) -> float:
     IOI logit difference, accuracy, the facts margin) or -log(vocabulary size) (`log_vocab`: a
     uniform guess). A `per_prompt` floor is the task module's `floor_per_prompt(job)`."""
     kind = task.spec.floor(task.metric_name)
-    if kind == "log_vocab":
+    if kind == vocab.FLOOR_LOG_VOCAB:
         if not vocab_size:
             raise ValueError(f"the {task.name} {task.metric_name} floor needs the vocabulary size")
         return -float(np.log(vocab_size))
-    if kind == "zero":
+    if kind == vocab.FLOOR_ZERO:
         return 0.0
     raise ValueError(f"task {task.name}: the floor of {task.metric_name} is {kind!r}: per prompt, not one number")
 
@@ -83,10 +83,10 @@ def floor_value(task: Task, vocab_size: int | None = None) -> float:
 def floor_per_prompt(task: Task, job) -> np.ndarray:
     """The floor for each of the job's prompts, so that a bootstrap resamples a ratio's denominator
     with its numerator."""
-    if task.spec.floor(task.metric_name) == "per_prompt":
+    if task.spec.floor(task.metric_name) == vocab.FLOOR_PER_PROMPT:
         return task.module.floor_per_prompt(job)
     vocab_size = None
-    if task.spec.floor(task.metric_name) == "log_vocab" and len(job.prompts):
+    if task.spec.floor(task.metric_name) == vocab.FLOOR_LOG_VOCAB and len(job.prompts):
         vocab_size = int(job.scanner.last_logits(job.prompts.take(torch.arange(1))).shape[-1])
     return np.full(len(job.df), floor_value(task, vocab_size))
 
