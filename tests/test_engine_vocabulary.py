@@ -1,0 +1,43 @@
+"""What builds on the scan engine (replacement.py, attribution.py) uses only its public names: the
+output projection, the z layout and the forward from embeddings are named functions of
+`circuitloc.scan`, so the engine can change its plumbing without breaking them."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import circuitloc.scan as scan
+
+SRC = Path(scan.__file__).parent
+CLIENTS = ("replacement.py", "attribution.py")
+
+
+def private_uses(source: str) -> list[str]:
+    """Names starting with one underscore imported from scan, and attributes starting with one
+    underscore read anywhere (scanner._body, scan._out_proj, ...); dunders are not private."""
+    def private(name):
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "scan":
+            found += [f"from scan import {a.name}" for a in node.names if private(a.name)]
+        elif isinstance(node, ast.Attribute) and private(node.attr):
+            found.append(f".{node.attr} (line {node.lineno})")
+    return found
+
+
+def test_the_check_sees_private_names():
+    bad = "from .scan import Scanner, _out_proj\nimport circuitloc.scan as S\ndef f(sc):\n" \
+          "    S._skip\n    return sc._body(1, 2), sc.__class__, sc.run"
+    assert private_uses(bad) == ["from scan import _out_proj", "._skip (line 4)", "._body (line 5)"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_replacement_and_attribution_use_only_public_names_of_scan(client):
+    source = (SRC / client).read_text()
+    assert private_uses(source) == [], f"{client} reaches into the engine's private names"
+    imported = [a.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
+                and (node.module or "").split(".")[-1] == "scan" for a in node.names]
+    assert imported and all(hasattr(scan, name) for name in imported)
