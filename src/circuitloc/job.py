@@ -44,11 +44,11 @@ class AblationJob:
     `task_name`: ioi, induction, facts, facts_shared or neutral; `card`: the model card; `dataset`:
     the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query, mean-kv,
     resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
-    the dataset), `prompts`, `scanner`, `units` (one dict per ablation unit), `aligned` (share of
+    the dataset), `prompts`, `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of
     prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
     `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
+    def __init__(self, *, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
                  opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
         """Scores use the rows marked for scoring; curves pass `rows` (a slice or row positions:
         `tasks.common.curve_rows`, held-out rows by default). `opts`: the config's `ablation` block

@@ -1,5 +1,6 @@
 """The ablation stages of the workflow (scores, curves, specificity), as plain functions the thin
-scripts in workflow/scripts call with keyword arguments. Models: `models.build`; datasets:
+scripts in workflow/scripts call with keyword arguments (`score` and `curve` take nothing by
+position: a dozen parameters are too many to keep in order). Models: `models.build`; datasets:
 `datasets`; the ablation job itself: `job.AblationJob`; tables: `writers`; figures: `figures`;
 logging and errors around every job: `runner`."""
 
@@ -40,8 +41,8 @@ def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dic
             continue
         loaded = loaded or load_engine(card, device)
         torch.manual_seed(torch_seed)
-        fn(task_name, card, full, ablation=ablation, device=device, loaded=loaded, self_check=not checked,
-           **{k: values[i] for k, values in per_ablation.items()}, **kwargs)
+        fn(task_name=task_name, card=card, dataset=full, ablation=ablation, device=device, loaded=loaded,
+           self_check=not checked, **{k: values[i] for k, values in per_ablation.items()}, **kwargs)
         checked = True
         if stash is not None:
             stash.keep(ablation, outs)
@@ -49,15 +50,15 @@ def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dic
         stash.clear()
 
 
-def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
+def score(*, task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
           opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None, loaded=None,
           self_check: bool = True):
     """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
     beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
     splits by condition. `metric`: the facts metric (config `tasks.facts.metric`); `loaded`: a
     (model, tokenizer) to reuse; `self_check`: compare the engine with a plain forward first."""
-    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts, metric=metric,
-                      loaded=loaded, self_check=self_check)
+    job = AblationJob(task_name=task_name, card=card, dataset=dataset, ablation=ablation, batch_tokens=batch_tokens,
+                      device=device, opts=opts, metric=metric, loaded=loaded, self_check=self_check)
     floor_pp = job.floor_per_prompt()
     floor = float(floor_pp.mean())
     label = f"scores {task_name}/{card['name']}/{ablation}"
@@ -84,12 +85,12 @@ def attention_scores(job) -> pl.DataFrame:
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
                                 torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
-    return pl.DataFrame([{"layer": u["layer"], "head": u["head"],
-                          "attn_score": float(per_head[u["layer"], u["heads"]].mean())} for u in job.units],
+    return pl.DataFrame([{"layer": u.layer, "head": u.head,
+                          "attn_score": float(per_head[u.layer, list(u.heads)].mean())} for u in job.units],
                         schema={"layer": pl.Int64, "head": pl.Int64, "attn_score": pl.Float64})
 
 
-def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
+def curve(*, task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
           device="cpu", opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None,
           loaded=None, self_check: bool = True):
     """The cumulative ablation curve in rank order (and greedy, when configured), and a negative
@@ -106,13 +107,13 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
         log.info("curves %s/%s: %d %s prompts, fewer than n_curve %d (the dataset has %d rows, %d for scoring)",
                     task_name, card["name"], len(rows), prompts, int(cfg["n_curve"]), len(full),
                     int(full["score"].sum()))
-    job = AblationJob(task_name, card, full, ablation, batch_tokens, rows=rows, device=device, opts=opts,
-                      metric=metric, loaded=loaded, self_check=self_check)
+    job = AblationJob(task_name=task_name, card=card, dataset=full, ablation=ablation, batch_tokens=batch_tokens,
+                      rows=rows, device=device, opts=opts, metric=metric, loaded=loaded, self_check=self_check)
     floor_pp, clean_all = job.floor_per_prompt(), job.clean_metrics()
     clean_pp = clean_all[job.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     scores = read_ranked(scores_path)
-    by_label = {u["unit"]: u for u in job.units}
+    by_label = {u.label: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
     steps = min(int(cfg["max_steps"]), len(ranked))
     rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor_pp, steps,
@@ -130,7 +131,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
                                      **{f"{k}_clean": pl.lit(float(clean_all[k].mean()), pl.Float64)
                                         for k in job.task.extra})
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
-                            int(cfg["control_draws"]), seed, exclude=[ranked[0]["unit"]])
+                            int(cfg["control_draws"]), seed, exclude=[ranked[0].label])
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out_curve)
     io.write_parquet(ctrl, out_control)
@@ -153,9 +154,9 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
     targets["neutral"] = neutral
     damage: dict = {}
     for target, data in targets.items():
-        job = AblationJob(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded,
-                          metric=metric if target.startswith("facts") else None)
-        by_label = {u["unit"]: u for u in job.units}
+        job = AblationJob(task_name=target, card=card, dataset=data, ablation=ablation, batch_tokens=batch_tokens,
+                          device=device, opts=opts, loaded=loaded, metric=metric if target.startswith("facts") else None)
+        by_label = {u.label: u for u in job.units}
         name = job.task.metric_name
         v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
                             {name: job.task.metric})[name].mean(dim=1).numpy()
