@@ -155,7 +155,8 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
     damage: dict = {}
     for target, data in targets.items():
         job = AblationJob(task_name=target, card=card, dataset=data, ablation=ablation, batch_tokens=batch_tokens,
-                          device=device, opts=opts, loaded=loaded, metric=metric if target.startswith("facts") else None)
+                          device=device, opts=opts, loaded=loaded,
+                          metric=metric if target.startswith("facts") else None)
         by_label = {u.label: u for u in job.units}
         name = job.task.metric_name
         v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],

@@ -10,6 +10,12 @@ the model's own causal-LM head (so an embedding transform in the base model's fo
 Bloom's embedding norm, and a logit transform in the head's forward, such as Gemma 2's soft-cap,
 are neither repeated nor skipped). `Scanner.self_check` compares the engine with a plain forward
 of the same model on a few prompts; jobs run it before scoring.
+
+What code built on the engine (replacement.py, attribution.py) may use is public and named: `out_proj`
+(where head outputs z enter a layer's output projection), `split_heads`/`merge_heads` (z's layout),
+`hooked`, and the Scanner's `z_hooks`, `heads`, `logits_from_embeddings` and `resumed_logits` (the
+forward from embeddings, or resumed at a layer, to last-position logits); tests/test_engine_vocabulary.py
+checks that they reach for nothing private.
 """
 
 from __future__ import annotations
