@@ -5,7 +5,7 @@ import torch
 
 from circuitloc.attribution import attribute
 from circuitloc.models.load import engine_model, load
-from circuitloc.scan import Prompts, Scanner, _out_proj
+from circuitloc.scan import Prompts, Scanner, out_proj
 from helpers import card_for
 
 
@@ -25,7 +25,7 @@ def test_attribution_matches_finite_difference(tiny_dirs):
     sc = Scanner(model, card["n_heads"], card["d_head"])
     att = attribute(sc, p, ld)
     zs = {}
-    hs = [_out_proj(layer).register_forward_pre_hook(lambda m, a, i=i: zs.__setitem__(i, a[0].detach().clone()))
+    hs = [out_proj(layer).register_forward_pre_hook(lambda m, a, i=i: zs.__setitem__(i, a[0].detach().clone()))
           for i, layer in enumerate(sc.layers)]
     with torch.no_grad():
         model(p.input_ids)

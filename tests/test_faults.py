@@ -65,8 +65,8 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     card, data = ioi_job
     scores = tmp_path / "ok.parquet"
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
-        P.score("ioi", card, data, "zero-query", scores, tmp_path / "ok.prompts.parquet", opts=OPTS,
-                bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+        P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+                out_prompts=tmp_path / "ok.prompts.parquet", opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
         top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
     else:
@@ -76,10 +76,12 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
            "curve": [tmp_path / "c.parquet", tmp_path / "c.control.parquet"]}[stage]
     with pytest.raises(NonFiniteError) as e:
         if stage == "score":
-            P.score("ioi", card, data, "zero-query", *out, opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+            P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=out[0],
+                    out_prompts=out[1], opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
         else:
-            P.curve("ioi", card, data, scores, "zero-query", {"n_curve": 16, "max_steps": 3, "methods": ["ranked"],
-                                                                "control_draws": 2, "prompts": "all"}, 0, *out, opts=OPTS)
+            P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
+                    cfg={"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"},
+                    seed=0, out_curve=out[0], out_control=out[1], opts=OPTS)
     msg = str(e.value)
     for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
         assert part in msg, (part, msg)
@@ -91,8 +93,9 @@ def test_nan_error_is_one_line_from_run(ioi_job, tmp_path, monkeypatch, capsys):
     card, data = ioi_job
     monkeypatch.setattr(Scanner, "_ablating", _poison(0, 1))
     with pytest.raises(SystemExit) as e:
-        R.run(P.score, "ioi", card, data, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", 4096,
-              "cpu", OPTS, None)
+        R.run(P.score, task_name="ioi", card=card, dataset=data, ablation="zero-query",
+              out_parquet=tmp_path / "s.parquet", out_prompts=tmp_path / "p.parquet", batch_tokens=4096,
+              device="cpu", opts=OPTS, bootstrap=None)
     assert e.value.code == 1
     assert "circuitloc error: model tinyq" in capsys.readouterr().err
 
@@ -103,7 +106,8 @@ def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
     raw = data.read_bytes()
     bad.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ArtifactError, match=rf"{bad}: not a readable parquet file, truncated or corrupt"):
-        P.score("ioi", card, bad, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", opts=OPTS)
+        P.score(task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
+                out_prompts=tmp_path / "p.parquet", opts=OPTS)
     assert not (tmp_path / "s.parquet").exists()
 
 
@@ -112,7 +116,8 @@ def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
     bad = tmp_path / "ioi.parquet"
     pl.read_parquet(data).drop("io_id").write_parquet(bad)
     with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
-        P.score("ioi", card, bad, "zero-query", tmp_path / "s.parquet", tmp_path / "p.parquet", opts=OPTS)
+        P.score(task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
+                out_prompts=tmp_path / "p.parquet", opts=OPTS)
 
 
 def test_scores_missing_a_column_is_named(tmp_path):

@@ -36,10 +36,11 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     root, card, dataset = data
     alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
-        P.score("ioi", card, dataset, a, str(alone[a]).format("scores"), str(alone[a]).format("prompts"),
+        P.score(task_name="ioi", card=card, dataset=dataset, ablation=a, out_parquet=str(alone[a]).format("scores"),
+                out_prompts=str(alone[a]).format("prompts"), opts=OPTS, bootstrap=BOOT)
+        P.curve(task_name="ioi", card=card, dataset=dataset, scores_path=str(alone[a]).format("scores"), ablation=a,
+                cfg=CFG, seed=0, out_curve=str(alone[a]).format("curve"), out_control=str(alone[a]).format("control"),
                 opts=OPTS, bootstrap=BOOT)
-        P.curve("ioi", card, dataset, str(alone[a]).format("scores"), a, CFG, 0, str(alone[a]).format("curve"),
-                str(alone[a]).format("control"), opts=OPTS, bootstrap=BOOT)
     out = {k: [str(grouped[a]).format(k) for a in ABLATIONS] for k in ("scores", "prompts", "curve", "control")}
     P.for_each_ablation(P.score, "ioi", card, dataset, ABLATIONS,
                         {"out_parquet": out["scores"], "out_prompts": out["prompts"]}, opts=OPTS, bootstrap=BOOT)

@@ -53,7 +53,7 @@ def test_prefix_reuse_reproduces_clean_logits(tiny_dirs):
         ref = model(p.input_ids).logits[torch.arange(len(p)), p.last_pos]
         for start in range(card["n_layers"]):
             with sc._skipping(start):
-                got = sc._body(resid[start], p.last_pos)
+                got = sc.logits_from_embeddings(resid[start], p.last_pos)
             assert torch.allclose(got, ref, atol=1e-5), start
 
 

@@ -99,7 +99,7 @@ def test_self_check_catches_a_broken_engine(arch_dirs, monkeypatch, kind, broken
     card, bridge, sc, p = _setup(arch_dirs[kind])
     sc.self_check(p)  # the real engine passes
     if broken == "uncapped_head":
-        monkeypatch.setattr(Scanner, "_body", _uncapped_body)
+        monkeypatch.setattr(Scanner, "logits_from_embeddings", _uncapped_body)
     else:
         monkeypatch.setattr(Scanner, "_resumed", _off_by_one)
     with pytest.raises(EngineMismatchError) as e:
@@ -112,13 +112,13 @@ def test_self_check_catches_a_broken_engine(arch_dirs, monkeypatch, kind, broken
 def test_self_check_in_bfloat16_uses_the_bfloat16_tolerance(arch_dirs, monkeypatch):
     """A resume that is off by a relative 1e-3 passes in bfloat16 (below its tolerance) and fails
     in float32: the same check, a dtype-aware tolerance."""
-    orig = Scanner._logits
+    orig = Scanner.resumed_logits
 
     def nudged(self, resid, start, last_pos):
         out = orig(self, resid, start, last_pos)
         return out + 1e-3 * out.abs().max()
 
-    monkeypatch.setattr(Scanner, "_logits", nudged)
+    monkeypatch.setattr(Scanner, "resumed_logits", nudged)
     _, _, sc16, p = _setup(arch_dirs["qwen2"], "bfloat16")
     sc16.self_check(p)
     _, _, sc32, p = _setup(arch_dirs["qwen2"], "float32")

@@ -11,13 +11,14 @@ from . import metrics as M
 from . import stats as S
 from .metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from .scan import Prompts, Scanner
+from .units import Unit
 from .vocab import KINDS, LAYER, QUERY, UNIT_LABEL, UNITS, parse_ablation, unit_kind, unit_label  # noqa: F401
 
 log = logging.getLogger(__name__)
 
 
-def units(card: dict, unit: str = "query") -> list[dict]:
-    """One dict per unit: label, layer, index, and the query heads it silences. query: L{l}H{h};
+def units(card: dict, unit: str = "query") -> list[Unit]:
+    """One `Unit` per unit: label, layer, index (`head`), and the query heads it silences. query: L{l}H{h};
     kv: L{l}G{g}, every query head of kv group g; layer: L{l}, every query head of layer l (one row
     per layer, head index 0, so layer x head maps and tables keep their shape)."""
     if unit not in UNITS:
@@ -26,26 +27,27 @@ def units(card: dict, unit: str = "query") -> list[dict]:
     out = []
     for layer in range(L):
         if unit == QUERY:
-            out += [{"unit": unit_label(unit, layer, h), "layer": layer, "head": h, "heads": [h]} for h in range(H)]
+            out += [Unit(unit_label(unit, layer, h), layer, h, (h,)) for h in range(H)]
         elif unit == LAYER:
-            out.append({"unit": unit_label(unit, layer), "layer": layer, "head": 0, "heads": list(range(H))})
+            out.append(Unit(unit_label(unit, layer), layer, 0, tuple(range(H))))
         else:  # every query head that reads kv head g (grouped-query layout: consecutive heads)
             g_size = H // K
-            out += [{"unit": unit_label(unit, layer, g), "layer": layer, "head": g,
-                     "heads": list(range(g * g_size, (g + 1) * g_size))} for g in range(K)]
+            out += [Unit(unit_label(unit, layer, g), layer, g, tuple(range(g * g_size, (g + 1) * g_size)))
+                    for g in range(K)]
     return out
 
 
 
 
-def as_sets(unit_rows: list[dict]) -> dict:
+def as_sets(unit_rows: list[Unit]) -> dict:
+    """The engine's ablation set ({layer: [query heads]}, `scan.Ablation`) that silences all of `unit_rows`."""
     s: dict[int, list[int]] = {}
     for u in unit_rows:
-        s.setdefault(u["layer"], []).extend(u["heads"])
+        s.setdefault(u.layer, []).extend(u.heads)
     return s
 
 
-def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task, floor,
+def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[Unit], task, floor,
                 progress=None, bootstrap: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ablate each unit alone. Returns one row per unit (with bootstrap intervals over prompts when
     `bootstrap` = {n, seed, ci} is given) and the per-prompt metric: a `clean` column and one column
@@ -58,8 +60,9 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task,
     clean = float(clean_pp.mean())
     floor_pp, floor = _floor(floor)
     ablated = ablated_pp.mean(axis=1)
-    cols = {k: [u[k] for u in unit_rows] for k in ("layer", "head", "unit")}
-    cols["heads"] = pl.Series([list(u["heads"]) for u in unit_rows], dtype=pl.List(pl.Int64))
+    cols = {"layer": [u.layer for u in unit_rows], "head": [u.head for u in unit_rows],
+            "unit": [u.label for u in unit_rows]}
+    cols["heads"] = pl.Series([list(u.heads) for u in unit_rows], dtype=pl.List(pl.Int64))
     cols[f"{name}_clean"] = np.full(len(unit_rows), clean)
     cols[f"{name}_ablated"] = ablated
     cols["drop"] = np.asarray(M.drop(clean, ablated, task.higher_is_better))
@@ -70,7 +73,7 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[dict], task,
         cols[f"{extra}_clean"] = np.full(len(unit_rows), float(res[extra][0].mean()))
         cols[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
     df = pl.DataFrame(cols, schema_overrides={"layer": pl.Int64, "head": pl.Int64, "unit": pl.String})
-    per_prompt = pl.DataFrame({"clean": clean_pp, **{u["unit"]: ablated_pp[i] for i, u in enumerate(unit_rows)}})
+    per_prompt = pl.DataFrame({"clean": clean_pp, **{u.label: ablated_pp[i] for i, u in enumerate(unit_rows)}})
     return df, per_prompt
 
 
@@ -84,7 +87,7 @@ def _intervals(clean_pp, ablated_pp, floor, task, bootstrap) -> dict:
     """Columns drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the
     same resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
     iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, int(bootstrap["n"]),
-                          int(bootstrap["seed"]), float(bootstrap.get("ci", 0.95)), floor=floor)
+                          int(bootstrap["seed"]), float(bootstrap["ci"]), floor=floor)
     cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]}
     if "top_freq" in iv and len(iv["lo"]) > 1:
         cols["top_freq"] = iv["top_freq"]
@@ -94,7 +97,7 @@ def _intervals(clean_pp, ablated_pp, floor, task, bootstrap) -> dict:
 def _curve_rows(method, order, values, clean, floor, task):
     rows = []
     for step, (u, v) in enumerate(zip(order, values), start=1):
-        rows.append({"method": method, "step": step, "unit": u["unit"], "layer": u["layer"], "head": u["head"],
+        rows.append({"method": method, "step": step, "unit": u.label, "layer": u.layer, "head": u.head,
                      task.metric_name: float(v),
                      "damage": float(M.damage(clean, v, floor, task.higher_is_better))})
     return rows
@@ -136,7 +139,7 @@ def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates,
         chosen.append(pool.pop(best))
         vals.append(v[best])
         dmg = float(M.damage(clean, v[best], floor, task.higher_is_better))
-        log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1]["unit"], dmg)
+        log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1].label, dmg)
         if stop_damage is not None and dmg >= stop_damage:
             break
     return _curve_rows("greedy", chosen, vals, clean, floor, task)
@@ -147,12 +150,12 @@ def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, se
     model, layer 0), never the units in `exclude` (the top unit)."""
     lo, hi = n_layers // 3, max(n_layers // 3 + 1, (2 * n_layers) // 3)
     exclude = set(exclude)
-    mid = [u for u in unit_rows if lo <= u["layer"] < hi and u["unit"] not in exclude]
+    mid = [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
     rng = np.random.default_rng(seed)
     picks = [mid[i] for i in rng.choice(len(mid), size=min(draws, len(mid)), replace=False)]
     v = scanner.run(prompts, [as_sets([u]) for u in picks], {task.metric_name: task.metric})[task.metric_name]
     v = v.mean(dim=1).numpy()
-    return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u["unit"] for u in picks],
-                         "layer": [u["layer"] for u in picks], "head": [u["head"] for u in picks],
+    return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u.label for u in picks],
+                         "layer": [u.layer for u in picks], "head": [u.head for u in picks],
                          task.metric_name: v, "drop": np.asarray(M.drop(clean, v, task.higher_is_better))},
                         schema_overrides={"draw": pl.Int64, "unit": pl.String, "layer": pl.Int64, "head": pl.Int64})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .scan import Prompts, Scanner, _out_proj, hooked
+from .scan import Prompts, Scanner, hooked
 
 
 def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | None = None) -> torch.Tensor:
@@ -14,25 +14,22 @@ def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | No
     (zero by default): grad(metric) . (z_replaced - z), summed over real positions."""
     replacement = replacement or {}
     zs: dict[int, torch.Tensor] = {}
-    hooks = []
-    for i, layer in enumerate(scanner.layers):
-        def hook(mod, args, i=i):
-            z = args[0]
-            z.retain_grad()
-            zs[i] = z
-        hooks.append((_out_proj(layer), hook))
+
+    def keep(i, z):
+        z.retain_grad()
+        zs[i] = z
+
     dev = scanner.unembed.weight.device
-    with hooked(hooks), torch.enable_grad():
+    with hooked(scanner.z_hooks(keep)), torch.enable_grad():
         embeds = scanner.model.get_input_embeddings()(prompts.input_ids.to(dev)).detach().requires_grad_(True)
-        logits = scanner._body(embeds, prompts.last_pos.to(dev))
+        logits = scanner.logits_from_embeddings(embeds, prompts.last_pos.to(dev))
         fields = {k: v.to(dev) for k, v in prompts.fields.items()}
         metric(logits, fields).float().mean().backward()
     mask = (torch.arange(prompts.input_ids.shape[1], device=dev)[None] <= prompts.last_pos.to(dev)[:, None])
     out = torch.zeros(len(scanner.layers), scanner.n_heads)
     for i, z in zs.items():
-        n, t, _ = z.shape
-        zh = z.detach().view(n, t, scanner.n_heads, scanner.d_head)
-        gh = z.grad.view(n, t, scanner.n_heads, scanner.d_head)
+        t = z.shape[1]
+        zh, gh = scanner.heads(z.detach()), scanner.heads(z.grad)
         repl = replacement.get(i)
         target = torch.zeros_like(zh) if repl is None else repl.to(zh).expand_as(zh)
         delta = ((target - zh) * gh).sum(-1) * mask[:, :t, None]

@@ -13,7 +13,7 @@ from .tasks.registry import prompts as to_prompts
 from .tasks.registry import task_of
 
 
-def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens=4096,
+def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens,
                   device="cpu", inputs: dict | None = None):
     """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
     removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or

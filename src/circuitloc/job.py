@@ -39,11 +39,11 @@ class AblationJob:
     `task_name`: ioi, induction, facts, facts_shared or neutral; `card`: the model card; `dataset`:
     the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query, mean-kv,
     resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
-    the dataset), `prompts`, `scanner`, `units` (one dict per ablation unit), `aligned` (share of
+    the dataset), `prompts`, `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of
     prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
     `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
 
-    def __init__(self, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
+    def __init__(self, *, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
                  opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
         """Scores use the rows marked for scoring; curves pass `rows` (a slice or row positions:
         `tasks.common.curve_rows`, held-out rows by default). `opts`: the config's `ablation` block
@@ -77,8 +77,9 @@ class AblationJob:
                      {k: f"{v:.2g}" for k, v in errors.items()})
         self.aligned = float("nan")
         if self.kind in vocab.REPLACING_KINDS:
-            self.scanner.replacement = self._replacement(full_df, int(opts.get("min_group", 8)),
-                                                         int(opts.get("seed", 0)))
+            if "min_group" not in opts:
+                raise ValueError(f"{ablation}: needs opts['min_group'] (config ablation.min_group) and opts['seed']")
+            self.scanner.replacement = self._replacement(full_df, int(opts["min_group"]), int(opts.get("seed", 0)))
         self.units = A.units(card, self.unit)
 
     def _replacement(self, full_df, min_group, seed) -> dict:

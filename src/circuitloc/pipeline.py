@@ -1,5 +1,6 @@
 """The ablation stages of the workflow (scores, curves, specificity), as plain functions the thin
-scripts in workflow/scripts call with keyword arguments. Models: `models.build`; datasets:
+scripts in workflow/scripts call with keyword arguments (`score` and `curve` take nothing by
+position: a dozen parameters are too many to keep in order). Models: `models.build`; datasets:
 `datasets`; the ablation job itself: `job.AblationJob`; tables: `writers`; figures: `figures`;
 logging and errors around every job: `runner`."""
 
@@ -42,8 +43,8 @@ def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dic
             continue
         loaded = loaded or load_engine(card, device)
         torch.manual_seed(torch_seed)
-        fn(task_name, card, full, ablation=ablation, device=device, loaded=loaded, self_check=not checked,
-           **{k: values[i] for k, values in per_ablation.items()}, **kwargs)
+        fn(task_name=task_name, card=card, dataset=full, ablation=ablation, device=device, loaded=loaded,
+           self_check=not checked, **{k: values[i] for k, values in per_ablation.items()}, **kwargs)
         checked = True
         if stash is not None:
             stash.keep(ablation, outs)
@@ -51,15 +52,15 @@ def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dic
         stash.clear()
 
 
-def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens=4096, device="cpu",
+def score(*, task_name, card, dataset, ablation, out_parquet, out_prompts, batch_tokens, device="cpu",
           opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None, loaded=None,
           self_check: bool = True):
     """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
     beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
     splits by condition. `metric`: the facts metric (config `tasks.facts.metric`); `loaded`: a
     (model, tokenizer) to reuse; `self_check`: compare the engine with a plain forward first."""
-    job = AblationJob(task_name, card, dataset, ablation, batch_tokens, device=device, opts=opts, metric=metric,
-                      loaded=loaded, self_check=self_check)
+    job = AblationJob(task_name=task_name, card=card, dataset=dataset, ablation=ablation, batch_tokens=batch_tokens,
+                      device=device, opts=opts, metric=metric, loaded=loaded, self_check=self_check)
     floor_pp = job.floor_per_prompt()
     floor = float(floor_pp.mean())
     label = f"scores {task_name}/{card['name']}/{ablation}"
@@ -80,7 +81,7 @@ def score(task_name, card, dataset, ablation, out_parquet, out_prompts, batch_to
              if "top_freq" in df.columns else "")
 
 
-def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens=4096,
+def curve(*, task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve, out_control, batch_tokens,
           device="cpu", opts: dict | None = None, bootstrap: dict | None = None, metric: str | None = None,
           loaded=None, self_check: bool = True):
     """The cumulative ablation curve in rank order (and greedy, when configured), and a negative
@@ -88,7 +89,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
     `curves.prompts`): heldout (default), the first n_curve rows not used for scoring, so that the
     units ranked on the scoring prompts are measured on other prompts; or all, the first n_curve rows.
     `metric`: the facts metric (config `tasks.facts.metric`); `loaded`, `self_check`: as for `score`."""
-    prompts = cfg.get("prompts", "heldout")
+    prompts = cfg["prompts"]  # heldout | all (config curves.prompts; default in config/schema.yaml)
     full = io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset") \
         if not isinstance(dataset, pl.DataFrame) else dataset
     rows = curve_rows(full["score"].to_numpy(), int(cfg["n_curve"]) if cfg.get("n_curve") else None, prompts,
@@ -97,13 +98,13 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
         log.info("curves %s/%s: %d %s prompts, fewer than n_curve %d (the dataset has %d rows, %d for scoring)",
                     task_name, card["name"], len(rows), prompts, int(cfg["n_curve"]), len(full),
                     int(full["score"].sum()))
-    job = AblationJob(task_name, card, full, ablation, batch_tokens, rows=rows, device=device, opts=opts,
-                      metric=metric, loaded=loaded, self_check=self_check)
+    job = AblationJob(task_name=task_name, card=card, dataset=full, ablation=ablation, batch_tokens=batch_tokens,
+                      rows=rows, device=device, opts=opts, metric=metric, loaded=loaded, self_check=self_check)
     floor_pp, clean_all = job.floor_per_prompt(), job.clean_metrics()
     clean_pp = clean_all[job.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     scores = read_ranked(scores_path)
-    by_label = {u["unit"]: u for u in job.units}
+    by_label = {u.label: u for u in job.units}
     ranked = [by_label[u] for u in scores["unit"]]
     steps = min(int(cfg["max_steps"]), len(ranked))
     rows = A.ranked_curve(job.scanner, job.prompts, ranked, job.task, clean, floor_pp, steps,
@@ -121,7 +122,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
                                      **{f"{k}_clean": pl.lit(float(clean_all[k].mean()), pl.Float64)
                                         for k in job.task.extra})
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
-                            int(cfg["control_draws"]), seed, exclude=[ranked[0]["unit"]])
+                            int(cfg["control_draws"]), seed, exclude=[ranked[0].label])
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out_curve)
     io.write_parquet(ctrl, out_control)
@@ -130,7 +131,7 @@ def curve(task_name, card, dataset, scores_path, ablation, cfg, seed, out_curve,
 
 
 # -- beyond the paper: specificity ---------------------------------------------------------
-def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens=4096,
+def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens,
                 device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metrics: dict | None = None):
     """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
     breaks everything is not a task circuit. `metrics`: {task: the metric it is ranked on} (config
@@ -145,9 +146,9 @@ def specificity(card, ablation, datasets: dict, scores: dict, neutral_path, out_
     targets[NEUTRAL] = neutral
     damage: dict = {}
     for target, data in targets.items():
-        job = AblationJob(target, card, data, ablation, batch_tokens, device=device, opts=opts, loaded=loaded,
-                          metric=(metrics or {}).get(target))
-        by_label = {u["unit"]: u for u in job.units}
+        job = AblationJob(task_name=target, card=card, dataset=data, ablation=ablation, batch_tokens=batch_tokens,
+                          device=device, opts=opts, loaded=loaded, metric=(metrics or {}).get(target))
+        by_label = {u.label: u for u in job.units}
         name = job.task.metric_name
         v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
                             {name: job.task.metric})[name].mean(dim=1).numpy()

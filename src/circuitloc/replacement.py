@@ -17,19 +17,14 @@ import numpy as np
 import polars as pl
 import torch
 
-from .scan import Prompts, Scanner, _out_proj, hooked
+from .scan import Prompts, Scanner, hooked
 from .vocab import MEAN, RESAMPLE
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
     """Clean head outputs of every layer, one length bucket at a time: fn(layer, rows, z[b, t, H, Dh])."""
     state: dict = {}
-    hooks = []
-    for i, layer in enumerate(scanner.layers):
-        def hook(mod, args, i=i):
-            z = args[0].view(*args[0].shape[:2], scanner.n_heads, scanner.d_head)
-            fn(i, state["rows"], z)
-        hooks.append((_out_proj(layer), hook))
+    hooks = scanner.z_hooks(lambda i, x: fn(i, state["rows"], scanner.heads(x)))
     dev = scanner.unembed.weight.device
     with hooked(hooks), torch.no_grad():
         for rows in prompts.buckets(scanner.max_batch_tokens):

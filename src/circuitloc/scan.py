@@ -10,6 +10,12 @@ the model's own causal-LM head (so an embedding transform in the base model's fo
 Bloom's embedding norm, and a logit transform in the head's forward, such as Gemma 2's soft-cap,
 are neither repeated nor skipped). `Scanner.self_check` compares the engine with a plain forward
 of the same model on a few prompts; jobs run it before scoring.
+
+What code built on the engine (replacement.py, attribution.py) may use is public and named: `out_proj`
+(where head outputs z enter a layer's output projection), `split_heads`/`merge_heads` (z's layout),
+`hooked`, and the Scanner's `z_hooks`, `heads`, `logits_from_embeddings` and `resumed_logits` (the
+forward from embeddings, or resumed at a layer, to last-position logits); tests/test_engine_vocabulary.py
+checks that they reach for nothing private.
 """
 
 from __future__ import annotations
@@ -96,7 +102,9 @@ def hooked(hooks, with_kwargs: bool = False):
             handle.remove()
 
 
-def _out_proj(layer: nn.Module) -> nn.Module:
+def out_proj(layer: nn.Module) -> nn.Module:
+    """A decoder layer's attention output projection: its input is the layer's head outputs z,
+    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads."""
     for path in ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense"):
         mod = layer
         try:
@@ -107,6 +115,17 @@ def _out_proj(layer: nn.Module) -> nn.Module:
             continue
     raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
                                        "this architecture is not supported by the scan engine")
+
+
+def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
+    """The output projection's input [..., H * Dh] as head outputs [..., H, Dh] (a view): heads are
+    consecutive slices of width d_head in every supported architecture."""
+    return x.view(*x.shape[:-1], n_heads, d_head)
+
+
+def merge_heads(z: torch.Tensor) -> torch.Tensor:
+    """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
+    return z.reshape(*z.shape[:-2], -1)
 
 
 class Scanner:
@@ -125,7 +144,7 @@ class Scanner:
         self.forward_passes = 0.0  # in units of one full forward over the prompt set
         self.label = type(hf_model).__name__  # who is scanned, for error messages (jobs add model, task, ...)
         for layer in self.layers[:1]:
-            _out_proj(layer)  # refuse an architecture without a known output projection now, by name
+            out_proj(layer)  # refuse an architecture without a known output projection now, by name
 
     # -- plumbing -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -161,21 +180,39 @@ class Scanner:
             def hook(mod, args, mask=mask, repl=repl):
                 x = args[0]
                 b, t, _ = x.shape
-                z = x.view(copies, b // copies, t, self.n_heads, self.d_head)
+                z = split_heads(x.view(copies, b // copies, t, -1), self.n_heads, self.d_head)
                 m = mask.to(z)[:, None, None, :, None]
                 z = z * m
                 if repl is not None:
                     r = repl[rows.to(repl.device), :t] if repl.dim() == 4 else repl
                     z = z + (1 - m) * r.to(z)
-                return (z.reshape(b, t, -1),) + tuple(args[1:])
+                return (merge_heads(z).reshape(b, t, -1),) + tuple(args[1:])
 
-            hooks.append((_out_proj(self.layers[layer]), hook))
+            hooks.append((out_proj(self.layers[layer]), hook))
         with hooked(hooks):
             yield
 
-    def _body(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
-        """Logits at each row's last position: the causal-LM forward (with whatever it does after
-        its output embedding, e.g. a soft-cap), its output embedding fed the last positions only."""
+    # -- the engine's vocabulary: public, for what builds on the engine (replacement, attribution)
+    def z_hooks(self, fn: Callable[[int, torch.Tensor], None]) -> list:
+        """(module, hook) pairs for `hooked` that show every layer's head outputs to fn(layer, x) as
+        they enter its output projection: x is [B, T, H * Dh] (`split_heads` gives [B, T, H, Dh]),
+        the tensor itself, so fn may keep it (or its gradient)."""
+        def hook_for(i):
+            def hook(mod, args):
+                fn(i, args[0])
+            return hook
+
+        return [(out_proj(layer), hook_for(i)) for i, layer in enumerate(self.layers)]
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        """`split_heads` with this model's head count and width: [..., H * Dh] -> [..., H, Dh]."""
+        return split_heads(x, self.n_heads, self.d_head)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
+        """Logits at each row's last position: the causal-LM forward from `embeds` (its
+        inputs_embeds; inside `resumed_logits`, the resumed layer's cached input), with whatever the
+        model does after its output embedding (e.g. a soft-cap), that embedding fed the last
+        positions only. Gradients flow when called under torch.enable_grad()."""
         rows = torch.arange(embeds.shape[0], device=embeds.device)
 
         def last_only(mod, args):
@@ -184,11 +221,12 @@ class Scanner:
         with hooked([(self.unembed, last_only)]):
             return self.model(inputs_embeds=embeds, use_cache=False).logits[:, -1]
 
-    def _logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
+    def resumed_logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
         """Logits of a forward resumed at layer `start` from its cached input `resid`."""
         with self._resumed(start, resid):
-            return self._body(resid, last_pos)
+            return self.logits_from_embeddings(resid, last_pos)
 
+    # -- plumbing ---------------------------------------------------------------------------
     def _finite(self, values: torch.Tensor, what: str, sets: list[Ablation]) -> None:
         """Non-finite numbers stop the job: they would pass silently into scores and tables."""
         values = values.reshape(len(sets), values.shape[1], -1)  # [sets, prompts, ...]
@@ -220,8 +258,8 @@ class Scanner:
         resid = self.residuals(sub)
         mid = len(self.layers) // 2
         got = {"last-position logits": self.last_logits(sub).to(dev),
-               "logits resumed at layer 0": self._logits(resid[0], 0, last).float(),
-               f"logits resumed at layer {mid}": self._logits(resid[mid], mid, last).float()}
+               "logits resumed at layer 0": self.resumed_logits(resid[0], 0, last).float(),
+               f"logits resumed at layer {mid}": self.resumed_logits(resid[mid], mid, last).float()}
         scale = float(ref.abs().max())
         tol = tolerance(self.dtype, scale)
         errors = {}
@@ -267,7 +305,7 @@ class Scanner:
             sub = prompts.take(rows)
             dev = self.unembed.weight.device
             embeds = self.model.get_input_embeddings()(sub.input_ids.to(dev))
-            logits = self._body(embeds, sub.last_pos.to(dev)).float().cpu()
+            logits = self.logits_from_embeddings(embeds, sub.last_pos.to(dev)).float().cpu()
             self._finite(logits[None], "the clean logits", [{}])
             out = torch.empty(len(prompts), logits.shape[-1]) if out is None else out
             out[rows] = logits
@@ -301,7 +339,7 @@ class Scanner:
                 last = sub.last_pos.to(embeds.device).repeat(copies)
                 fields = {k: v.to(embeds.device).repeat(copies) for k, v in sub.fields.items()}
                 with self._ablating(keep, copies, rows):
-                    logits = self._logits(embeds, start, last)
+                    logits = self.resumed_logits(embeds, start, last)
                 self.forward_passes += copies * (n_layers - start) / n_layers * share
                 for name, fn in metrics.items():
                     vals = fn(logits, fields).float().cpu().view(copies, -1)

@@ -51,7 +51,7 @@ def mark_scoring(df: pl.DataFrame, n_score: int) -> pl.DataFrame:
 CURVE_PROMPTS = ("heldout", "all")
 
 
-def curve_rows(score: np.ndarray, n_curve: int | None, prompts: str = "heldout", what: str = "") -> np.ndarray:
+def curve_rows(score: np.ndarray, n_curve: int | None, prompts: str, what: str = "") -> np.ndarray:
     """The row positions a curve job runs (config `curves.prompts`), given the dataset's `score`
     column. heldout: the rows not marked for scoring, the first n_curve of them, so that the curves,
     Table 2 and the top unit's held-out score are measured on prompts that did not select the
