@@ -36,6 +36,13 @@ include: "rules/report.smk"
 _STARTED = time.time()
 
 
+# The cost table's job list is Snakemake's own DAG, recorded once it is built (rules/cost.smk).
+onstart:
+    from circuitloc.cost import record_dag
+
+    record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))
+
+
 onerror:
     from circuitloc.console import explain_failures
 

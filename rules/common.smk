@@ -27,13 +27,6 @@ def code_version(script):
     return code_hash(os.path.join(workflow.basedir, "workflow", "scripts", script))
 
 
-def module_version(module):
-    """The same for a `run:` directive that calls a circuitloc module in Snakemake's own process."""
-    import circuitloc
-
-    return code_hash(os.path.join(os.path.dirname(circuitloc.__file__), module))
-
-
 def _with_sweep(models, sweep):
     """The configured models plus the sweep's toys (a name may repeat only with the same spec: the
     report re-reads an already expanded config)."""
@@ -307,8 +300,12 @@ def all_outputs():
 
 # ---- The cost record ----------------------------------------------------------------------------
 # Every rule that runs a script writes a Snakemake benchmark file (results/benchmarks/<rule>/
-# <wildcards>.tsv); rule cost sums those of every job in Snakemake's own DAG (circuitloc.cost). It
-# runs last: its inputs are the run's other targets.
+# <wildcards>.tsv); rule cost sums those of every job in Snakemake's own DAG, which the Snakefile's
+# onstart records in DAG_RECORD (circuitloc.cost.record_dag). It runs last: its inputs are the run's
+# other targets.
+DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
+
+
 def cost_inputs():
     return [f for f in all_outputs() if f not in ("results/tables/cost.csv", "results/report.html")]
 

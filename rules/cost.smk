@@ -1,8 +1,8 @@
 # The cost record: every job that runs a script writes a Snakemake benchmark file
-# (results/benchmarks/<rule>/<wildcards>.tsv); this sums those of every job in Snakemake's own DAG
-# per stage and per model into results/tables/cost.csv and cost.md (circuitloc.cost), which the
-# report shows. It runs in Snakemake's own process (it reads the DAG), after every other target.
-# Its own benchmark and the report's run are not in the table.
+# (results/benchmarks/<rule>/<wildcards>.tsv); this sums those of every job of Snakemake's own DAG
+# (recorded when the run starts: onstart in the Snakefile, circuitloc.cost.record_dag) per stage and
+# per model into results/tables/cost.csv and cost.md, which the report shows. It runs after every
+# other target of the run. Its own benchmark and the report's run are not in the table.
 
 
 localrules:
@@ -22,10 +22,13 @@ rule cost:
         ),
         md="results/tables/cost.md",
     params:
-        code=module_version("cost.py"),
+        dag=DAG_RECORD,
+        code=code_version("cost_table.py"),
     log:
         "results/logs/tables/cost.log",
-    run:
-        from circuitloc.cost import write_dag_cost
-
-        write_dag_cost(workflow.dag.jobs, output.csv, output.md, log[0], exclude=("cost", "report", "all"))
+    benchmark:
+        "results/benchmarks/cost.tsv"
+    conda:
+        "../envs/circuitloc.yaml"
+    script:
+        "../workflow/scripts/cost_table.py"

@@ -125,8 +125,8 @@ def test_real_scripts_closure_and_speed():
     assert len(set(hashes.values())) == len(hashes)  # each script is in its own hash
     # the toy trainer is in the model stage's closure (lazily imported)
     assert "circuitloc/models/toy.py" in closure(SCRIPTS / "build_model.py")
-    cost = ROOT / "src" / "circuitloc" / "cost.py"  # the cost rule runs it in Snakemake's process
-    assert "circuitloc/cost.py" in set(closure(cost)) and "circuitloc/plots.py" not in closure(cost)
+    assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/cost.py", "local:_src_path"}
+    assert "circuitloc/plots.py" not in closure(SCRIPTS / "cost_table.py")
 
 
 def test_every_script_rule_has_its_code_as_a_param():
@@ -190,15 +190,12 @@ def _rules_running(run, module):
     for smk_file in (run / "rules").glob("*.smk"):
         for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
-            local = re.search(r'code=module_version\("([\w.]+)"\)', block)  # a `run:` rule's module
-            # `rule name:`, or a rule made in a loop: `rule:` with `name: group_rule("scores", ...)`
+            # `rule name:`, or a rule made in a loop: `rule:` with `name: group_rule("scores", _i)`
             name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+group_rule\("(\w+)"', block)
             if script:
-                rules[name.group(1)] = run / "workflow" / "scripts" / script.group(1)
-            elif local:
-                rules[name.group(1)] = run / "src" / "circuitloc" / local.group(1)
+                rules[name.group(1)] = script.group(1)
     package = run / "src" / "circuitloc"
-    return sorted(r for r, s in rules.items() if module in closure(s, package))
+    return sorted(r for r, s in rules.items() if module in closure(run / "workflow" / "scripts" / s, package))
 
 
 def _edit_function(text, name):

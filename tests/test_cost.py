@@ -112,22 +112,23 @@ def _jobs(dry_run_output):
 def test_cost_job_runs_after_every_job_that_writes_a_benchmark(configfile):
     """A dry run from scratch plans one cost job (a target of rule all); every other job but the
     report writes a benchmark file, and the cost job waits for every other target of the run, so it
-    sums the finished DAG (its job list is Snakemake's own: circuitloc.cost.dag_jobs)."""
+    sums the finished DAG (its job list is Snakemake's own: circuitloc.cost.record_dag)."""
     jobs = _jobs(smk("-n", "--nolock", "--configfile", configfile).stdout)
     cost = [j for j in jobs if j[0] == "cost"]
     assert len(cost) == 1
-    assert {rule for rule, _, b in jobs if b is None} == {"report", "all", "cost"}
+    assert {rule for rule, _, b in jobs if b is None} == {"report", "all"}
     targets = set(next(inp for rule, inp, _ in jobs if rule == "all").split(", "))
     assert set(cost[0][1].split(", ")) == targets - {"results/tables/cost.csv", "results/report.html"}
     assert "results/tables/cost.csv" in next(inp for rule, inp, _ in jobs if rule == "report").split(", ")
 
 
-def test_dag_jobs_reads_each_jobs_benchmark_and_stage(tmp_path):
-    """Snakemake's jobs become (stage, model, benchmark file) in pipeline order; a rule made per group
-    of ablations counts under its stage; a missing benchmark file is reported, not read."""
+def test_the_recorded_dag_gives_each_jobs_stage_model_and_benchmark(tmp_path):
+    """Snakemake's jobs become [stage, model, benchmark file] in pipeline order; a rule made per group
+    of ablations counts under its stage; a job without a benchmark is left out; a missing benchmark
+    file is reported, not read."""
     from types import SimpleNamespace as NS
 
-    from circuitloc.cost import dag_jobs
+    from circuitloc.cost import dag_jobs, record_dag
 
     def job(rule, bench, **wc):
         if bench:
@@ -135,11 +136,13 @@ def test_dag_jobs_reads_each_jobs_benchmark_and_stage(tmp_path):
         return NS(rule=NS(name=rule), wildcards_dict=wc, benchmark=str(tmp_path / bench) if bench else None)
 
     jobs = [job("tables", "t.tsv", task="ioi"), job("scores__zero_mean__query", "s.tsv", task="ioi", model="a"),
-            job("model", "m.tsv", model="a"), job("all", None), job("report", None),
-            job("curves", None, model="a")]
+            job("model", "m.tsv", model="a"), job("all", None), job("report", None), job("cost", "c.tsv")]
     jobs.append(NS(rule=NS(name="curves"), wildcards_dict={"model": "a"}, benchmark=str(tmp_path / "gone.tsv")))
-    got, missing = dag_jobs(jobs, exclude=("all", "report"))
-    assert [(s, m) for s, m, _ in got] == [("model", "a"), ("scores", "a"), ("tables", None)]
+    record = tmp_path / "dag.json"
+    rec = record_dag(jobs, record, exclude=("cost",))
+    assert [(s, m) for s, m, _ in rec] == [("model", "a"), ("scores", "a"), ("curves", "a"), ("tables", None)]
+    found, missing = dag_jobs(record)
+    assert [(s, m) for s, m, _ in found] == [("model", "a"), ("scores", "a"), ("tables", None)]
     assert missing == [str(tmp_path / "gone.tsv")]
 
 

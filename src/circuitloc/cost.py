@@ -46,24 +46,27 @@ def stage_of(rule: str) -> str:
     return rule.split("__", 1)[0]
 
 
-def dag_jobs(jobs, exclude=()) -> tuple[list, list]:
-    """(stage, model or None, benchmark file) of every job of a Snakemake DAG that has a benchmark
-    file on disk, in pipeline order (by stage as the DAG first lists it), and the benchmark files
-    that are missing. `jobs`: Snakemake's Job objects (rule.name, wildcards_dict, benchmark)."""
-    from pathlib import Path
-
-    out, missing = [], []
-    for job in jobs:
-        if job.rule.name in exclude or not job.benchmark:
-            continue
-        path = str(job.benchmark)
-        if not Path(path).is_file():
-            missing.append(path)
-            continue
-        out.append((stage_of(job.rule.name), job.wildcards_dict.get("model"), path))
+def record_dag(jobs, path, exclude=()) -> list:
+    """[stage, model or None, benchmark file] of every job of a Snakemake DAG that has a benchmark
+    file (`jobs`: Snakemake's Job objects: rule.name, wildcards_dict, benchmark), in pipeline order,
+    written to `path` as JSON for the cost job."""
+    out = [[stage_of(j.rule.name), j.wildcards_dict.get("model"), str(j.benchmark)]
+           for j in jobs if j.rule.name not in exclude and j.benchmark]
     order = {s: i for i, s in enumerate(STAGES)}
     out.sort(key=lambda j: (order.get(j[0], len(order)), j[2]))
-    return out, missing
+    io.write_json(out, path)
+    return out
+
+
+def dag_jobs(path) -> tuple[list, list]:
+    """The recorded DAG's jobs whose benchmark file exists, as (stage, model, file), and the files
+    that are missing (a job run before it was written, or one removed since)."""
+    from pathlib import Path
+
+    found, missing = [], []
+    for stage, model, bench in io.read_json(path):
+        (found if Path(bench).is_file() else missing).append((stage, model, bench))
+    return found, [b for _, _, b in missing]
 
 
 def job_costs(jobs) -> pl.DataFrame:
@@ -145,10 +148,12 @@ def write_cost(jobs, csv_path, md_path) -> pl.DataFrame:
     return table
 
 
-def write_dag_cost(jobs, csv_path, md_path, log_path, exclude=()) -> pl.DataFrame:
-    """The cost table of every job of a Snakemake DAG (`dag_jobs`); the log names the jobs without a
-    benchmark file (run before the file was written, or removed since)."""
-    found, missing = dag_jobs(jobs, exclude)
+def write_dag_cost(dag_record, csv_path, md_path) -> pl.DataFrame:
+    """The cost table of every job of the recorded DAG (`dag_jobs`); the log names the jobs without a
+    benchmark file."""
+    import logging
+
+    found, missing = dag_jobs(dag_record)
     table = write_cost(found, csv_path, md_path)
-    io.write_text(f"{len(found)} jobs with a benchmark file; without one: {missing}\n", log_path)
+    logging.getLogger("circuitloc").info("cost of %d jobs; without a benchmark file: %s", len(found), missing)
     return table
