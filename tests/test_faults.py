@@ -28,7 +28,7 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     root = tmp_path_factory.mktemp("faults")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     D.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8}, 0,
-                    root / "ioi.parquet", root / "ioi.filter.json")
+                    root / "ioi.parquet", root / "ioi.filter.json", batch_tokens=4096)
     return card, root / "ioi.parquet"
 
 
@@ -65,7 +65,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     card, data = ioi_job
     scores = tmp_path / "ok.parquet"
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
-        P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
                 out_prompts=tmp_path / "ok.prompts.parquet", opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
         top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
@@ -76,10 +76,10 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
            "curve": [tmp_path / "c.parquet", tmp_path / "c.control.parquet"]}[stage]
     with pytest.raises(NonFiniteError) as e:
         if stage == "score":
-            P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=out[0],
+            P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=out[0],
                     out_prompts=out[1], opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
         else:
-            P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
+            P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
                     cfg={"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"},
                     seed=0, out_curve=out[0], out_control=out[1], opts=OPTS)
     msg = str(e.value)
@@ -106,7 +106,7 @@ def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
     raw = data.read_bytes()
     bad.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ArtifactError, match=rf"{bad}: not a readable parquet file, truncated or corrupt"):
-        P.score(task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
+        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
                 out_prompts=tmp_path / "p.parquet", opts=OPTS)
     assert not (tmp_path / "s.parquet").exists()
 
@@ -116,7 +116,7 @@ def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
     bad = tmp_path / "ioi.parquet"
     pl.read_parquet(data).drop("io_id").write_parquet(bad)
     with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
-        P.score(task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
+        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
                 out_prompts=tmp_path / "p.parquet", opts=OPTS)
 
 

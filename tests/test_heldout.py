@@ -114,10 +114,10 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
 
     monkeypatch.setattr(P, "AblationJob", Spy)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+    P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
             out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS)
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
-    P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
+    P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
             out_curve=curve, out_control=ctrl, opts=OPTS)
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy())
     assert seen[0].tolist() == scoring.tolist()
@@ -135,7 +135,7 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     assert t2["curve_prompts"][0] == "heldout" and t2["n_curve_prompts"][0] == 16
     # all: the first n_curve rows, the scoring rows among them
     seen.clear()
-    P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
+    P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
             cfg={**cfg, "prompts": "all", "n_curve": 12}, seed=0, out_curve=curve, out_control=ctrl, opts=OPTS)
     assert seen[0].tolist() == list(range(12)) and io.read_parquet(curve)["prompts"][0] == "all"
 
@@ -156,10 +156,10 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     data = tmp_path / "facts.parquet"
     io.write_parquet(_facts_rows(14, 6, 20), data)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+    P.score(batch_tokens=4096, task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
             out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS)
-    cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2}
-    P.curve(task_name="facts", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
+    cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
+    P.curve(batch_tokens=4096, task_name="facts", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
             out_curve=curve, out_control=ctrl, opts=OPTS)
     s, c = io.read_parquet(scores), io.read_parquet(curve)
     assert s["metric"][0] == "margin" and {"margin_clean", "accuracy_clean", "logprob_clean"} <= set(s.columns)
@@ -170,7 +170,7 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     assert cols.index("baseline_margin") < cols.index("baseline_accuracy")  # the first baseline: the ranked one
     assert 0 <= t1["baseline_accuracy"][0] <= 1 and "top_head_score_heldout" in cols
     # accuracy as the ranking metric: the same job on the old metric
-    P.score(task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+    P.score(batch_tokens=4096, task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
             out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS, metric="accuracy")
     s = io.read_parquet(scores)
     assert s["metric"][0] == "accuracy" and "margin_clean" in s.columns

@@ -36,17 +36,18 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     root, card, dataset = data
     alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
-        P.score(task_name="ioi", card=card, dataset=dataset, ablation=a, out_parquet=str(alone[a]).format("scores"),
+        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=dataset, ablation=a, out_parquet=str(alone[a]).format("scores"),
                 out_prompts=str(alone[a]).format("prompts"), opts=OPTS, bootstrap=BOOT)
-        P.curve(task_name="ioi", card=card, dataset=dataset, scores_path=str(alone[a]).format("scores"), ablation=a,
+        P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=dataset, scores_path=str(alone[a]).format("scores"), ablation=a,
                 cfg=CFG, seed=0, out_curve=str(alone[a]).format("curve"), out_control=str(alone[a]).format("control"),
                 opts=OPTS, bootstrap=BOOT)
     out = {k: [str(grouped[a]).format(k) for a in ABLATIONS] for k in ("scores", "prompts", "curve", "control")}
     P.for_each_ablation(P.score, "ioi", card, dataset, ABLATIONS,
-                        {"out_parquet": out["scores"], "out_prompts": out["prompts"]}, opts=OPTS, bootstrap=BOOT)
+                        {"out_parquet": out["scores"], "out_prompts": out["prompts"]}, opts=OPTS, bootstrap=BOOT,
+                        batch_tokens=4096)
     P.for_each_ablation(P.curve, "ioi", card, dataset, ABLATIONS,
                         {"scores_path": out["scores"], "out_curve": out["curve"], "out_control": out["control"]},
-                        cfg=CFG, seed=0, opts=OPTS, bootstrap=BOOT)
+                        cfg=CFG, seed=0, opts=OPTS, bootstrap=BOOT, batch_tokens=4096)
     for a in ABLATIONS:
         for k in ("scores", "prompts", "curve", "control"):
             got, want = io.read_parquet(str(grouped[a]).format(k)), io.read_parquet(str(alone[a]).format(k))
@@ -62,7 +63,8 @@ def test_a_failing_ablation_names_itself(data, tmp_path):
     with pytest.raises(Exception, match="bogus"):
         P.for_each_ablation(P.score, "ioi", card, dataset, ["zero-query", "bogus-query"],
                             {"out_parquet": [tmp_path / "a.parquet", tmp_path / "b.parquet"],
-                             "out_prompts": [tmp_path / "a.p.parquet", tmp_path / "b.p.parquet"]}, opts=OPTS)
+                             "out_prompts": [tmp_path / "a.p.parquet", tmp_path / "b.p.parquet"]}, opts=OPTS,
+                            batch_tokens=4096)
     assert pl.read_parquet(tmp_path / "a.parquet").height > 0  # the ablation before it was written
 
 
@@ -83,7 +85,7 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
         return P.score(*a, ablation=ablation, **k)
 
     with pytest.raises(RuntimeError, match="killed"):
-        P.for_each_ablation(failing_third, "ioi", card, dataset, abls, outs, opts=OPTS,
+        P.for_each_ablation(failing_third, "ioi", card, dataset, abls, outs, opts=OPTS, batch_tokens=4096,
                             stash=resume.Stash(tmp_path / "stash", key))
     first = io.read_parquet(outs["out_parquet"][0])
     for paths in outs.values():  # what Snakemake does with a failed job's outputs
@@ -95,7 +97,7 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
         calls.append(ablation)
         return P.score(*a, ablation=ablation, **k)
 
-    P.for_each_ablation(counting, "ioi", card, dataset, abls, outs, opts=OPTS,
+    P.for_each_ablation(counting, "ioi", card, dataset, abls, outs, opts=OPTS, batch_tokens=4096,
                         stash=resume.Stash(tmp_path / "stash", key))
     assert calls == ["mean-query"]
     assert_frame_equal(io.read_parquet(outs["out_parquet"][0]), first, check_exact=True)

@@ -197,7 +197,7 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
         assert t1["task_behaviour"][0]
     # with a per-prompt floor and the bootstrap: the model is input-independent, so every resample gives
     # the same damage and the interval collapses onto it (curves too)
-    boot = {"n": 20, "seed": 0}
+    boot = {"n": 20, "seed": 0, "ci": 0.95}
     s, _ = score_units(sc, p, units(card, "layer"), task, floor=np.zeros(n), bootstrap=boot)
     assert np.allclose(s["damage_lo"], s["damage"], atol=1e-5) and np.allclose(s["damage_hi"], s["damage"], atol=1e-5)
     clean_pp = np.full(n, clean)

@@ -89,7 +89,7 @@ def test_paper_config_dry_run_builds_the_dag_offline():
     assert int(stats["model"]) == 6
     abl = 3 * 2  # zero, mean, resample x query, kv
     # ioi, induction, facts, facts_shared; group_ablations: false, so a job (and a rule) per ablation
-    assert sum(int(v) for k, v in stats.items() if re.fullmatch(r"scores(_\d+)?", k)) == 6 * 4 * abl
+    assert sum(int(v) for k, v in stats.items() if re.fullmatch(r"scores(__\w+)?", k)) == 6 * 4 * abl
     assert int(stats["tables"]) == 4 * abl
     assert int(stats["specificity"]) == 6 * abl and int(stats["stability"]) == 3
     assert int(stats["robustness"]) == 1
