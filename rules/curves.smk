@@ -31,6 +31,7 @@ for _i, (_ablations, _models) in enumerate(ABLATION_GROUPS):
         benchmark:
             f"results/benchmarks/curves/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
         threads: 1
+        priority: job_priority("curves", _models)
         resources:
             **job_resources("curves"),
         conda:

@@ -53,3 +53,38 @@ def test_full_overlay_validates():
     assert {k: v for k, v in cfg.items() if k != "models"} == \
         {k: v for k, v in _load("config.yaml").items() if k != "models"}
     validate(cfg, SCHEMA)
+
+
+def _priorities(configfile):
+    """(rule, model or None, priority) of every job a dry run from scratch plans."""
+    import re
+
+    from workflow_helpers import smk
+
+    out = smk("-n", "--nolock", "--configfile", configfile).stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if m:
+            model = re.search(r"^\s+wildcards: .*\bmodel=(\w+)", block, flags=re.M)
+            prio = re.search(r"^\s+priority: (\d+)$", block, flags=re.M)
+            jobs.append((m.group(1), model and model.group(1), int(prio.group(1)) if prio else 0))
+    return jobs
+
+
+def test_long_jobs_start_first():
+    """Priorities as a 2-core run needs them: model jobs (toy training) above everything, SmolLM2's
+    score and curve jobs above the toys', and every light job (tables, figures, ...) below them all."""
+    jobs = _priorities("config/config.yaml")
+    sources = {m: s["source"] for m, s in _load("config.yaml")["models"].items()}
+    heavy = lambda r: r.startswith(("scores", "curves"))  # noqa: E731
+    model = {p for r, _, p in jobs if r == "model"}
+    pretrained = {p for r, m, p in jobs if heavy(r) and sources[m] != "toy"}
+    toys = {p for r, m, p in jobs if heavy(r) and sources[m] == "toy"}
+    light = {p for r, _, p in jobs if r in ("tables", "figures", "figure_scale", "stability", "robustness",
+                                            "specificity_table", "cost", "report")}
+    assert pretrained and toys and light
+    assert min(model) > max(pretrained) > max(toys) > max(light)
+    assert min(pretrained) > max(toys)
+    dataset = {p for r, _, p in jobs if r.startswith("dataset")}
+    assert min(dataset) > max(pretrained)  # short, and what the score jobs wait for
