@@ -21,20 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def matmul_rate(n: int = 2048, reps: int = 5) -> float:
-    """FLOP/s of one fp32 n x n x n torch.mm on the current thread count (best of `reps`)."""
-    import torch
-
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best
+from scan import matmul_rate  # noqa: E402  (the same measurement as bench/scan.py's)
 
 
 def step_matmul_flops(s: dict, vocab: int, tokens: int, width: int) -> float:
