@@ -448,3 +448,12 @@ def job_priority(stage, models=()):
     if stage in ("scores", "curves"):
         return PRIORITY["toy" if all(model_spec(m).get("source") == "toy" for m in models) else "pretrained"]
     return PRIORITY[stage]
+
+
+# ---- Per-model figures of a sweep: a sample --------------------------------------------------------
+def figure_models(task, ablation):
+    """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
+    scored (circuitloc.sweep.figure_sample says which); the tables keep every model."""
+    from circuitloc.sweep import figure_sample
+
+    return figure_sample(config["models"], models_for(task, ablation), int(config["figures"]["max_models"]))

@@ -88,3 +88,48 @@ def test_long_jobs_start_first():
     assert min(pretrained) > max(toys)
     dataset = {p for r, _, p in jobs if r.startswith("dataset")}
     assert min(dataset) > max(pretrained)  # short, and what the score jobs wait for
+
+
+def test_figure_sample_keeps_configured_models_then_lowest_seeds_one_per_cell():
+    from circuitloc.sweep import META, expand, figure_sample
+
+    sweep = _load("sweep_capacity.yaml")["sweep"]
+    models = {"real_a": {"source": "hf"}, **expand(sweep), "real_b": {"source": "gguf"}}
+    names = list(models)
+    cells = {(s[META]["size"], s[META]["kv_heads"]) for s in models.values() if META in s}
+    seeds = sorted({s[META]["seed"] for s in models.values() if META in s})
+    k = 2 + len(cells)
+    got = figure_sample(models, names, k)
+    assert len(got) == k and got == [n for n in names if n in got]  # config order kept
+    assert {"real_a", "real_b"} <= set(got)
+    picked = [models[n][META] for n in got if META in models[n]]
+    assert {(m["size"], m["kv_heads"]) for m in picked} == cells  # every cell once, before any twice
+    assert {m["seed"] for m in picked} == {seeds[0]}
+    # a larger cap: every lowest-seed toy before any toy of a higher seed
+    got = figure_sample(models, names, 2 + len(cells) + 3)
+    rest = [models[n][META]["seed"] for n in got if META in models[n] and models[n][META]["seed"] != seeds[0]]
+    assert rest == [seeds[1]] * 3
+    assert figure_sample(models, names, len(names)) == names
+
+
+def test_sweep_figures_read_a_sample():
+    """A dry run of the sweep config: each per-task figure job reads at most figures.max_models
+    models' scores, while its tables read every model's."""
+    import re
+
+    from workflow_helpers import smk
+
+    out = smk("-n", "--nolock", "--configfile", "config/sweep.yaml").stdout
+    cap = _load("schema.yaml")["properties"]["figures"]["properties"]["max_models"]["default"]
+    figs = tabs = 0
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (figures|tables):", block.strip())
+        if m:
+            inputs = re.search(r"^\s+input: (.*)$", block, flags=re.M).group(1).split(", ")
+            n = len([f for f in inputs if f.startswith("results/scores/")])
+            if m.group(1) == "figures":
+                figs += 1
+                assert 0 < n <= cap
+            else:
+                tabs = max(tabs, n)
+    assert figs and tabs > cap
