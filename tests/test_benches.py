@@ -1,5 +1,6 @@
-"""The FLOP counts the benches print beside this machine's matmul rate (bench/scan.py,
-bench/toy_step.py) agree with torch's own FLOP counter on small random models."""
+"""The benches' own arithmetic: the FLOP counts printed beside this machine's matmul rate
+(bench/scan.py, bench/toy_step.py) agree with torch's own FLOP counter on small random models, and
+bench/run.py's busy-core profile reads Snakemake's log right."""
 
 import sys
 from pathlib import Path
@@ -62,3 +63,50 @@ def test_toy_step_flops_match_a_counted_training_step():
     counted = _linear_flops(step)
     attention = 3.0 * n * width * s["n_layers"] * 2 * 2 * s["n_heads"] * (32 // 4) * width
     assert toy_step.step_matmul_flops(s, vocab, n * width, width) - attention == counted
+
+
+LOG = """Select jobs to execute...
+[Tue Dec  1 16:00:00 2026]
+rule model:
+    output: results/models/a/card.json
+    jobid: 3
+    wildcards: model=a
+    priority: 50
+[Tue Dec  1 16:00:00 2026]
+rule model:
+    output: results/models/b/card.json
+    jobid: 4
+    wildcards: model=b
+[Tue Dec  1 16:00:30 2026]
+Finished jobid: 4 (Rule: model)
+1 of 4 steps (25%) done
+[Tue Dec  1 16:00:30 2026]
+rule scores_3:
+    jobid: 7
+    wildcards: task=ioi, model=b
+[Tue Dec  1 16:01:00 2026]
+Finished jobid: 3 (Rule: model)
+[Tue Dec  1 16:02:00 2026]
+Finished jobid: 7 (Rule: scores_3)
+[Tue Dec  1 16:02:00 2026]
+localrule all:
+    jobid: 0
+[Tue Dec  1 16:02:00 2026]
+Finished jobid: 0 (Rule: all)
+"""
+
+
+def test_busy_profile_from_a_snakemake_log():
+    """Two cores: both busy 0-60 s, one 60-120 s (scores_3 alone): mean 1.5, all busy half the time,
+    a 60 s tail running scores_3; per-minute bins 2.0 and 1.0."""
+    import run as bench_run
+
+    jobs = bench_run.job_intervals(LOG)
+    assert [(j["rule"], j["wildcards"], j["start"], j["end"]) for j in jobs] == [
+        ("model", "model=b", 0, 30), ("model", "model=a", 0, 60), ("scores_3", "task=ioi, model=b", 30, 120)]
+    prof = bench_run.busy_profile(jobs, cores=2)
+    assert prof["bins"] == [2.0, 1.0]
+    assert prof["mean_busy"] == 1.5 and prof["all_busy_share"] == 0.5
+    assert prof["tail_s"] == 60 and prof["tail_jobs"] == ["scores_3 task=ioi, model=b"]
+    one = bench_run.busy_profile(jobs, cores=1)  # one core: never idle
+    assert one["all_busy_share"] == 1.0 and one["tail_s"] == 0
