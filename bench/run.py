@@ -266,7 +266,7 @@ def busy_profile(jobs: list[dict], cores: int, bin_s: float = 60.0) -> dict:
     total = sum((b - a) * busy for a, b, busy in pieces)
     full = sum(b - a for a, b, busy in pieces if busy >= cores)
     last_full = max((b for a, b, busy in pieces if busy >= cores), default=0.0)
-    tail = [j for j in jobs if j["end"] > last_full]
+    tail = sorted((j for j in jobs if j["end"] > last_full), key=lambda j: j["start"] - j["end"])  # longest first
     return {"bins": bins, "bin_s": bin_s, "mean_busy": round(total / end, 2) if end else 0.0,
             "all_busy_share": round(full / end, 3) if end else 0.0, "span_s": end,
             "tail_s": end - last_full, "tail_jobs": [f"{j['rule']} {j['wildcards']}".strip() for j in tail]}
@@ -281,8 +281,9 @@ def print_profile(out, jobs: list[dict], cores: int):
     for k in range(0, len(prof["bins"]), per_line):
         chunk = prof["bins"][k:k + per_line]
         out(f"  min {k:3d}-{k + len(chunk):3d}: " + " ".join(f"{b:4.1f}" for b in chunk))
-    out(f"  tail: {prof['tail_s']:.0f} s with fewer than {cores} busy at the end, running "
-        f"{'; '.join(prof['tail_jobs']) or 'nothing'}")
+    tail = prof["tail_jobs"]
+    out(f"  tail: {prof['tail_s']:.0f} s with fewer than {cores} busy at the end; its jobs, longest first: "
+        f"{'; '.join(tail[:6]) or 'none'}{f' (+{len(tail) - 6} more)' if len(tail) > 6 else ''}")
     longest = sorted(jobs, key=lambda j: j["start"] - j["end"])[:6]
     out("  longest jobs: " + "; ".join(f"{j['rule']} {j['wildcards']} {j['end'] - j['start']:.0f} s "
                                        f"({j['start']:.0f}-{j['end']:.0f})" for j in longest))
