@@ -193,6 +193,10 @@ def scan_bench(run: Path, card: Path | None, args, log_path: Path) -> dict:
            "returncode": p.returncode, "seconds": round(time.perf_counter() - t0, 1), "output": p.stdout.strip()}
     speed = re.search(r"speed-up engine vs naive: ([\d.]+)x", p.stdout)
     diff = re.search(r"max \|score difference\| \(logit diff\): ([\d.eE+-]+)", p.stdout)
+    rate = re.search(r"= ([\d.]+) GFLOP/s, \d+% of this .*?matmul rate \(([\d.]+) GFLOP/s", p.stdout)
+    if rate:  # the engine's achieved rate and the device's matmul rate, measured in the same run
+        res["engine_gflops"], res["matmul_gflops"] = float(rate.group(1)), float(rate.group(2))
+        res["matmul_fraction"] = round(res["engine_gflops"] / res["matmul_gflops"], 3)
     res["speedup"] = float(speed.group(1)) if speed else None
     res["max_abs_diff"] = float(diff.group(1)) if diff else None
     if p.returncode != 0:
@@ -420,7 +424,8 @@ def main(argv=None) -> int:
         result["status"] = "ok" if scan["ok"] else "scan bench failed"
         if scan["speedup"] is not None and scan["max_abs_diff"] is not None:
             out(f"\nsummary: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-minutes, {jobs['done']} jobs; scan engine "
-                f"{scan['speedup']:.2f}x faster than naive, max abs difference {scan['max_abs_diff']:.1e}")
+                f"{scan['speedup']:.2f}x faster than naive, max abs difference {scan['max_abs_diff']:.1e}"
+                + (f", at {scan['matmul_fraction']:.0%} of the matmul rate" if scan.get("matmul_fraction") else ""))
         return 0 if scan["ok"] else 2
     except KeyboardInterrupt:
         out("\ninterrupted")
