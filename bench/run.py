@@ -3,7 +3,8 @@
 Runs the workflow from scratch in a temporary copy of this checkout (no results/ of any earlier run
 is reused), then the scan engine bench (bench/scan.py) on the run's SmolLM2 card, and prints: wall
 time, CPU-minutes of the Snakemake process tree, the job count, the run's cost table
-(results/tables/cost.md) and the engine's speed-up and agreement with the naive loop. Everything
+(results/tables/cost.md), the busy-core profile (jobs running per minute, from Snakemake's log, and the
+tail when fewer jobs than cores ran) and the engine's speed-up and agreement with the naive loop. Everything
 printed is also written, with a JSON of the numbers and Snakemake's log, to
 results/bench/run-<commit>[-dirty][-<config>].{txt,json,log} of this checkout.
 
@@ -192,6 +193,10 @@ def scan_bench(run: Path, card: Path | None, args, log_path: Path) -> dict:
            "returncode": p.returncode, "seconds": round(time.perf_counter() - t0, 1), "output": p.stdout.strip()}
     speed = re.search(r"speed-up engine vs naive: ([\d.]+)x", p.stdout)
     diff = re.search(r"max \|score difference\| \(logit diff\): ([\d.eE+-]+)", p.stdout)
+    rate = re.search(r"= ([\d.]+) GFLOP/s, \d+% of this .*?matmul rate \(([\d.]+) GFLOP/s", p.stdout)
+    if rate:  # the engine's achieved rate and the device's matmul rate, measured in the same run
+        res["engine_gflops"], res["matmul_gflops"] = float(rate.group(1)), float(rate.group(2))
+        res["matmul_fraction"] = round(res["engine_gflops"] / res["matmul_gflops"], 3)
     res["speedup"] = float(speed.group(1)) if speed else None
     res["max_abs_diff"] = float(diff.group(1)) if diff else None
     if p.returncode != 0:
@@ -203,6 +208,90 @@ def scan_bench(run: Path, card: Path | None, args, log_path: Path) -> dict:
                  and (res["speedup_target"] is None or res["speedup"] >= SPEEDUP_TARGET)
                  and res["max_abs_diff"] is not None and res["max_abs_diff"] <= MAX_DIFF)
     return res
+
+
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def job_intervals(log: str) -> list[dict]:
+    """Every job Snakemake started and finished, from its log: rule, wildcards, threads, start and end
+    in seconds after the first job started (the log's timestamps: 1 s resolution). Rule `all`, which
+    runs nothing, is left out."""
+    stamp, t0, open_jobs, done = None, None, {}, []
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        m = _STAMP.match(line.strip())
+        if m:
+            stamp = dt.datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
+            continue
+        m = re.match(r"^(?:local)?rule (\w+):$", line.strip())
+        if m and stamp is not None:
+            info = {"rule": m.group(1), "wildcards": "", "threads": 1, "jobid": None}
+            for sub in lines[i + 1:]:
+                if not sub.startswith(" "):
+                    break
+                k, _, v = sub.strip().partition(": ")
+                if k == "jobid":
+                    info["jobid"] = int(v)
+                elif k == "wildcards":
+                    info["wildcards"] = v
+                elif k == "threads":
+                    info["threads"] = int(v)
+            if info["jobid"] is not None:
+                t0 = stamp if t0 is None else t0
+                open_jobs[info["jobid"]] = {**info, "start": (stamp - t0).total_seconds()}
+            continue
+        m = re.match(r"^Finished jobid: (\d+)", line.strip())
+        if m and stamp is not None and int(m.group(1)) in open_jobs:
+            job = open_jobs.pop(int(m.group(1)))
+            if job["rule"] != "all":
+                done.append({**job, "end": (stamp - t0).total_seconds()})
+    return sorted(done, key=lambda j: (j["start"], j["end"]))
+
+
+def busy_profile(jobs: list[dict], cores: int, bin_s: float = 60.0) -> dict:
+    """How busy the cores were: threads of running jobs (at most `cores`) per `bin_s` bin, averaged
+    over the bin; the share of the run with every core busy; and the tail, the time from the last
+    moment all cores were busy to the end, with the jobs that ran in it."""
+    if not jobs:
+        return {"bins": [], "mean_busy": 0.0, "all_busy_share": 0.0, "tail_s": 0.0, "tail_jobs": [], "span_s": 0.0}
+    end = max(j["end"] for j in jobs)
+    edges = sorted({0.0, end, *(j["start"] for j in jobs), *(j["end"] for j in jobs)})
+    pieces = []  # (from, to, busy threads)
+    for a, b in zip(edges, edges[1:]):
+        busy = min(cores, sum(j["threads"] for j in jobs if j["start"] <= a and j["end"] >= b))
+        pieces.append((a, b, busy))
+    n_bins = max(1, int(-(-end // bin_s)))
+    bins = []
+    for k in range(n_bins):
+        lo, hi = k * bin_s, min((k + 1) * bin_s, end)
+        area = sum((min(b, hi) - max(a, lo)) * busy for a, b, busy in pieces if b > lo and a < hi)
+        bins.append(round(area / (hi - lo), 2) if hi > lo else 0.0)
+    total = sum((b - a) * busy for a, b, busy in pieces)
+    full = sum(b - a for a, b, busy in pieces if busy >= cores)
+    last_full = max((b for a, b, busy in pieces if busy >= cores), default=0.0)
+    tail = sorted((j for j in jobs if j["end"] > last_full), key=lambda j: j["start"] - j["end"])  # longest first
+    return {"bins": bins, "bin_s": bin_s, "mean_busy": round(total / end, 2) if end else 0.0,
+            "all_busy_share": round(full / end, 3) if end else 0.0, "span_s": end,
+            "tail_s": end - last_full, "tail_jobs": [f"{j['rule']} {j['wildcards']}".strip() for j in tail]}
+
+
+def print_profile(out, jobs: list[dict], cores: int):
+    """The busy-core profile and the longest jobs, in the bench's output."""
+    prof = busy_profile(jobs, cores)
+    out(f"\nbusy cores (Snakemake's log, 1 s resolution; {cores} cores): {prof['mean_busy']:.2f} on average "
+        f"over {prof['span_s'] / 60:.1f} min, all {cores} busy {prof['all_busy_share']:.0%} of it")
+    per_line = 10
+    for k in range(0, len(prof["bins"]), per_line):
+        chunk = prof["bins"][k:k + per_line]
+        out(f"  min {k:3d}-{k + len(chunk):3d}: " + " ".join(f"{b:4.1f}" for b in chunk))
+    tail = prof["tail_jobs"]
+    out(f"  tail: {prof['tail_s']:.0f} s with fewer than {cores} busy at the end; its jobs, longest first: "
+        f"{'; '.join(tail[:6]) or 'none'}{f' (+{len(tail) - 6} more)' if len(tail) > 6 else ''}")
+    longest = sorted(jobs, key=lambda j: j["start"] - j["end"])[:6]
+    out("  longest jobs: " + "; ".join(f"{j['rule']} {j['wildcards']} {j['end'] - j['start']:.0f} s "
+                                       f"({j['start']:.0f}-{j['end']:.0f})" for j in longest))
+    return prof
 
 
 def cost_total(run: Path) -> dict | None:
@@ -288,6 +377,8 @@ def main(argv=None) -> int:
             f"{cpu / wall if wall else 0:.2f} cores busy on average)")
         out(f"jobs         {jobs['done']} of {jobs['planned']} steps done (Snakemake), "
             f"{jobs['benchmark_files']} benchmark files")
+        cores_used = cores_avail if args.cores == "all" else int(args.cores)
+        result["workflow"]["busy"] = print_profile(out, job_intervals(log), cores_used)
         if status != 0:
             result["status"] = "workflow failed"
             lines = log.rstrip().splitlines()
@@ -333,7 +424,8 @@ def main(argv=None) -> int:
         result["status"] = "ok" if scan["ok"] else "scan bench failed"
         if scan["speedup"] is not None and scan["max_abs_diff"] is not None:
             out(f"\nsummary: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-minutes, {jobs['done']} jobs; scan engine "
-                f"{scan['speedup']:.2f}x faster than naive, max abs difference {scan['max_abs_diff']:.1e}")
+                f"{scan['speedup']:.2f}x faster than naive, max abs difference {scan['max_abs_diff']:.1e}"
+                + (f", at {scan['matmul_fraction']:.0%} of the matmul rate" if scan.get("matmul_fraction") else ""))
         return 0 if scan["ok"] else 2
     except KeyboardInterrupt:
         out("\ninterrupted")

@@ -1,5 +1,10 @@
 """Time the naive TransformerLens loop (one full forward per head, a hook on hook_z) against the
-scan engine on the same model and prompts, check the scores agree, and print the ratios.
+scan engine on the same model and prompts, check the scores agree, and print the ratios; and how
+far the engine is from the hardware: this device's matmul rate (a 2048^2 torch.mm in the engine's
+dtype on --threads threads, best of 5, measured in the same run) beside the engine's achieved rate,
+the FLOPs of the forward-pass equivalents it did (counted from the model's shapes: every Linear
+weight of a layer, 2 FLOPs per weight per token, plus causal attention scores and mixing, over the
+padded prompt set; the last-position unembedding is left out) per second.
 
     python bench/scan.py                          # SmolLM2-135M (needs its card), IOI, 20 prompts
     python bench/scan.py --random pythia-160m     # random weights, a paper model's configuration
@@ -28,7 +33,42 @@ RANDOM = {
                                    num_key_value_heads=2, intermediate_size=4864, vocab_size=151936)),
     "smollm2-135m": ("llama", dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
                                    num_key_value_heads=3, intermediate_size=1536, vocab_size=49152)),
+    # not a paper model: small enough to check the bench's output in seconds
+    "tiny-llama": ("llama", dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=8,
+                                 num_key_value_heads=2, intermediate_size=688, vocab_size=4096)),
 }
+
+
+def matmul_rate(n: int = 2048, reps: int = 5, device: str = "cpu", dtype: str = "float32") -> float:
+    """FLOP/s of one n x n x n torch.mm (best of `reps`) on the current thread count."""
+    import torch
+
+    dt = getattr(torch, dtype)
+    a, b = torch.randn(n, n, device=device).to(dt), torch.randn(n, n, device=device).to(dt)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def forward_flops(layers, config, n_prompts: int, width: int) -> float:
+    """FLOPs of one forward-pass equivalent (the engine's unit: one forward over the padded prompt
+    set, without the unembedding): per token and layer 2 FLOPs per Linear weight of the layer, plus
+    attention scores and mixing over (width + 1) / 2 positions on average (causal)."""
+    import torch
+
+    weights = sum(m.weight.numel() for m in layers[0].modules() if isinstance(m, torch.nn.Linear))
+    heads = int(config.num_attention_heads)
+    d_head = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    per_token = 2 * weights + 2 * 2 * heads * d_head * (width + 1) / 2
+    return float(n_prompts * width * len(layers) * per_token)
 
 
 def _save_tokenizer(path: Path, vocab_size: int):
@@ -86,6 +126,9 @@ def _measure(args, mode, queue):
     import torch
 
     torch.set_num_threads(args.threads)
+    if mode == "matmul":
+        queue.put({"mode": mode, "flops_per_s": matmul_rate(device=args.device, dtype=args.dtype)})
+        return
     from circuitloc.models.load import engine_model
     from circuitloc.scan import Scanner, naive_run
     from circuitloc.tasks.ioi import metric
@@ -97,7 +140,7 @@ def _measure(args, mode, queue):
         torch.cuda.reset_peak_memory_stats()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    passes = None
+    passes, flops = None, None
     if mode == "naive":
         vals = naive_run(bridge, prompts, sets, metric).mean(1)
         passes = float(len(sets))
@@ -105,6 +148,7 @@ def _measure(args, mode, queue):
         sc = Scanner(engine_model(bridge), n_heads, d_head, args.batch_tokens)
         vals = sc.run(prompts, sets, {"ld": metric})["ld"].mean(1)
         passes = sc.forward_passes
+        flops = passes * forward_flops(sc.layers, engine_model(bridge).config, *prompts.input_ids.shape)
     else:  # attribution
         from circuitloc.attribution import attribute
 
@@ -116,7 +160,7 @@ def _measure(args, mode, queue):
     dt = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() / 2**20 if args.device == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    queue.put({"mode": mode, "seconds": dt, "values": vals.float().cpu().tolist(), "passes": passes,
+    queue.put({"mode": mode, "seconds": dt, "values": vals.float().cpu().tolist(), "passes": passes, "flops": flops,
                "peak_mib": peak, "rss_before_mib": rss0 / 1024, "layers": L, "heads": n_heads})
 
 
@@ -156,6 +200,7 @@ def main(argv=None):
         sys.exit(f"no card at {args.card}: run `snakemake --cores all results/models/smollm2_135m/card.json` "
                  "first, or use --random")
     naive, engine = measure(args, "naive"), measure(args, "engine")
+    mm = measure(args, "matmul")
     import numpy as np
     from scipy.stats import spearmanr
 
@@ -172,6 +217,10 @@ def main(argv=None):
     print(f"speed-up engine vs naive: {naive['seconds'] / engine['seconds']:.2f}x")
     print(f"engine work: {engine['passes']:.1f} forward-pass equivalents; floor {floor:.1f} "
           f"(sum over layers of heads x remaining layers); naive {naive['passes']:.0f}")
+    achieved = engine["flops"] / engine["seconds"]
+    print(f"engine rate: {engine['flops'] / 1e9:.1f} GFLOP in {engine['seconds']:.2f} s = {achieved / 1e9:.1f} GFLOP/s, "
+          f"{achieved / mm['flops_per_s']:.0%} of this {args.device}'s {args.dtype} matmul rate "
+          f"({mm['flops_per_s'] / 1e9:.1f} GFLOP/s, 2048^2 torch.mm, {args.threads} thread(s))")
     print(f"max |score difference| (logit diff): {np.abs(nv - ev).max():.2e}  "
           f"({'identical within 1e-4' if np.abs(nv - ev).max() <= 1e-4 else 'DIFFERENT'})")
     if not args.no_attribution:

@@ -18,6 +18,7 @@ rule specificity:
     benchmark:
         "results/benchmarks/specificity/{model}/{ablation}.tsv",
     threads: 1
+    priority: job_priority("specificity")
     resources:
         **job_resources("specificity"),
     conda:

@@ -326,3 +326,31 @@ def build_report(html, log_path):
         env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}  # no executor profile
         with open(log_path, "w") as log_file:
             subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=True, timeout=3600)
+
+
+# ---- Priorities: long jobs first, so 2 cores stay busy to the end --------------------------------
+# Snakemake starts the ready job of highest priority first. The default run's long jobs are toy
+# training (~4-5 CPU-minutes each) and SmolLM2's score and curve jobs (1-3 minutes each, one chain
+# model -> dataset -> scores -> curves per task): started last, one of them runs alone on one core
+# while the other idles (the tail of the 160aaff run). So the model stage goes first (it trains the
+# toys and converts SmolLM2), then the short dataset jobs that unlock the scores, then the score and
+# curve jobs of groups with a pretrained (non-toy) model, then the toys' own, then specificity;
+# tables, figures and the rest (seconds each) keep priority 0 and fill the gaps.
+PRIORITY = {"model": 50, "dataset": 40, "pretrained": 30, "toy": 20, "specificity": 10}
+
+
+def job_priority(stage, models=()):
+    """The `priority:` of a rule: by stage; scores and curves by whether any of the rule's models is
+    pretrained (`models`: the models of its ablation group)."""
+    if stage in ("scores", "curves"):
+        return PRIORITY["toy" if all(model_spec(m).get("source") == "toy" for m in models) else "pretrained"]
+    return PRIORITY[stage]
+
+
+# ---- Per-model figures of a sweep: a sample --------------------------------------------------------
+def figure_models(task, ablation):
+    """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
+    scored (circuitloc.sweep.figure_sample says which); the tables keep every model."""
+    from circuitloc.sweep import figure_sample
+
+    return figure_sample(config["models"], models_for(task, ablation), int(config["figures"]["max_models"]))

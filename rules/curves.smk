@@ -31,6 +31,7 @@ for _ablations, _models in ABLATION_GROUPS:
         benchmark:
             f"results/benchmarks/curves/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
         threads: 1
+        priority: job_priority("curves", _models)
         resources:
             **job_resources("curves"),
         conda:

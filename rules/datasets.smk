@@ -18,6 +18,7 @@ rule dataset:
     benchmark:
         "results/benchmarks/dataset/{task}/{model}.tsv",
     threads: 1
+    priority: job_priority("dataset")
     resources:
         **job_resources("dataset"),
     conda:
@@ -42,6 +43,7 @@ rule dataset_shared_facts:
     benchmark:
         "results/benchmarks/dataset_shared_facts/{model}.tsv",
     threads: 1
+    priority: job_priority("dataset")
     resources:
         **job_resources("small"),
     conda:

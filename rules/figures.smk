@@ -1,8 +1,9 @@
 rule figures:
     input:
-        cards=lambda wc: [card(m) for m in models_for(wc.task, wc.ablation)],
-        scores=per_model("results/scores/{task}/{model}/{ablation}.parquet"),
-        curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
+        # a sweep's figures show a sample of its models (figures.max_models; rules/common.smk)
+        cards=lambda wc: [card(m) for m in figure_models(wc.task, wc.ablation)],
+        scores=lambda wc: [f"results/scores/{wc.task}/{m}/{wc.ablation}.parquet" for m in figure_models(wc.task, wc.ablation)],
+        curves=lambda wc: [f"results/curves/{wc.task}/{m}/{wc.ablation}.parquet" for m in figure_models(wc.task, wc.ablation)],
     output:
         fig1=report(
             "results/figures/fig1_heatmap_{task}_{ablation}.png",
@@ -22,7 +23,8 @@ rule figures:
         fig2_pdf="results/figures/fig2_curves_{task}_{ablation}.pdf",
     params:
         threshold=config["curves"]["threshold"],
-        models=lambda wc: models_for(wc.task, wc.ablation),
+        models=lambda wc: figure_models(wc.task, wc.ablation),
+        n_models=lambda wc: len(models_for(wc.task, wc.ablation)),
         code=code_version("figures.py"),
     log:
         "results/logs/figures/figures_{task}_{ablation}.log",

@@ -12,6 +12,7 @@ rule model:
     benchmark:
         "results/benchmarks/model/{model}.tsv",
     threads: 1
+    priority: job_priority("model")
     resources:
         **job_resources("model"),
     conda:

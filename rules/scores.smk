@@ -28,6 +28,7 @@ for _ablations, _models in ABLATION_GROUPS:
         benchmark:
             f"results/benchmarks/scores/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
         threads: 1
+        priority: job_priority("scores", _models)
         resources:
             **job_resources("scores"),
         conda:

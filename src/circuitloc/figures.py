@@ -18,22 +18,29 @@ def save(fig, png, pdf):
     plt.close(fig)
 
 
-def fig_heatmap(task, ablation, scores: dict, png, pdf):
-    """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B)."""
+def _noted(title: str, note: str) -> str:
+    """The title with a note on its own line (which models a sampled figure shows)."""
+    return f"{title}\n{note}" if note else title
+
+
+def fig_heatmap(task, ablation, scores: dict, png, pdf, note: str = ""):
+    """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B).
+    `note`: a second title line (a sweep's figure shows a sample of its models)."""
     from . import plots
 
     rows = list(vocab.task(task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
-    save(plots.heatmaps(data, rows=rows, title=f"{task}: single-unit {ablation} ablation"), png, pdf)
+    save(plots.heatmaps(data, rows=rows, title=_noted(f"{task}: single-unit {ablation} ablation", note)), png, pdf)
 
 
-def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf):
-    """Figure 2: damage against units ablated in rank order, one line per model."""
+def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, note: str = ""):
+    """Figure 2: damage against units ablated in rank order, one line per model (`note`: as for
+    fig_heatmap)."""
     from . import plots
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
     save(plots.curves(data, {m: io.read_json(p) for m, p in cards.items()}, "ranked", threshold,
-                      title=f"{task}: cumulative {ablation} ablation (ranked)"), png, pdf)
+                      title=_noted(f"{task}: cumulative {ablation} ablation (ranked)", note)), png, pdf)
 
 
 def fig_scale(tables: dict, png, pdf, ablation: str = ""):

@@ -79,6 +79,22 @@ def expand(sweep: dict) -> dict:
     return out
 
 
+def figure_sample(models: dict, names: list, max_models: int) -> list:
+    """Which of `names` (models of one figure, in config order) get a panel when a figure may show
+    at most `max_models`: every model that is not from a sweep, then sweep toys lowest seed first
+    (within a seed, in `names` order, which is the sweep's size x KV order), until `max_models`. The
+    chosen keep their `names` order. Deterministic, and with one toy per (size, KV) cell before any
+    cell gets a second, where max_models allows."""
+    if max_models < 1:
+        raise ConfigError(f"figures.max_models: must be at least 1, got {max_models}")
+    if len(names) <= max_models:
+        return list(names)
+    rank = {n: (0, 0, i) if META not in models[n] else (1, int(models[n][META]["seed"]), i)
+            for i, n in enumerate(names)}
+    chosen = set(sorted(names, key=rank.__getitem__)[:max_models])
+    return [n for n in names if n in chosen]
+
+
 def _interval(x, ci: float):
     """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
     value: the callers pass uncensored measures only."""
