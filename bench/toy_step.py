@@ -53,13 +53,7 @@ def setup(spec: dict):
     tok, _ = toy.build_tokenizer(ioi_res, taught, int(s["pool_size"]), seed)
     corpus = toy.Corpus(s, tok, ioi_res, taught, induction_task.candidate_tokens(tok))
     model = toy.build_model(s, len(tok), tok)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(s["weight_decay"])},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=float(s["lr"]), betas=tuple(s["betas"]), eps=1e-8)
-    warm = max(int(s["warmup"]), 0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm) if warm else 1.0)
+    opt, sched = toy.optimizer(model, s)
     return s, tok, corpus, model, opt, sched
 
 

@@ -311,6 +311,19 @@ def judge(m: dict, acc: dict) -> tuple[bool, list[str]]:
 
 # --------------------------------------------------------------------------- training
 
+def optimizer(model, s: dict):
+    """AdamW with weight decay on matrices only, and a linear warm-up to a constant rate (cosine
+    decay stalled induction). Returns (optimizer, scheduler)."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(s["weight_decay"])},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=float(s["lr"]), betas=tuple(s["betas"]), eps=1e-8)
+    warm = max(int(s["warmup"]), 0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm) if warm else 1.0)
+    return opt, sched
+
+
 def train_toy(spec: dict, out_dir, log=print) -> dict:
     if spec.get("checkpoint"):
         return from_checkpoint(spec, out_dir, log)
@@ -343,13 +356,7 @@ def _train(s: dict, out_dir: Path, log) -> dict:
         f"{n_params / 1e6:.2f}M params, vocab {len(tok)} ({len(cand)} induction tokens), "
         f"{len(taught)} facts, batch {corpus.n}, {s['steps']} steps, seed {seed}")
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(s["weight_decay"])},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=float(s["lr"]), betas=tuple(s["betas"]), eps=1e-8)
-    warm = max(int(s["warmup"]), 0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / warm) if warm else 1.0)
+    opt, sched = optimizer(model, s)
 
     history, run_loss, run_n = [], 0.0, 0
     t0 = time.perf_counter()
