@@ -259,8 +259,12 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m] = tmp_path / f"{m}.json"
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
-    summary, pm = write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
-                              out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
+    with pytest.raises(TypeError):  # keyword-only (issue 22 item 6)
+        write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
+                    out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
+    summary, pm = write_sweep(task="ioi", ablation="zero-layer", table1_csv=tmp_path / "t1.csv", cards=cards,
+                              meta=meta, ci=0.95, out_csv=out["s.csv"], out_md=out["s.md"], out_paired_csv=out["p.csv"],
+                              out_paired_md=out["p.md"], opts={"alpha": 0.05, "p_adjust": "holm"})
     fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["seeds"][0] == "0 1" and pairs["heads_to_80_censored_pairs"][0] == 1
@@ -467,3 +471,32 @@ def test_a_toy_whose_damage_is_refused_enters_no_pair():
     pm = per_model(t1, meta, {})
     assert not _by(pm, "model")["m_kv1_s2"]["used"]
     assert paired(pm)["seeds"][0] == "0 1 3"
+
+
+def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
+    """Issue 23 item 8: facts by margin and facts by accuracy (another run, config
+    sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
+    with this run's. Holm over the 6 tests: 0.004 x 6 = 0.024 for margin's top head (0.012 over its
+    own 3)."""
+    from circuitloc.writers import write_sweep_overview
+
+    a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
+    b = pl.DataFrame([_paired_row("small", 3.0, 0.01, 0.3, 0.6, wins=6, losses=2)])
+    a.write_csv(tmp_path / "margin.csv")
+    b.write_csv(tmp_path / "accuracy.csv")
+    opts = {"alpha": 0.05, "p_adjust": "holm"}
+    write_sweep_overview({"facts/zero-query": tmp_path / "margin.csv"}, tmp_path / "o.csv", tmp_path / "o.md", opts,
+                         extra={"facts (accuracy)/zero-query": tmp_path / "accuracy.csv"})
+    out = pl.read_csv(tmp_path / "o.csv")
+    assert out["task"].to_list() == ["facts", "facts (accuracy)"] and out["n_tests_all"][0] == 6
+    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.024, 0.05])
+
+
+def test_adjust_with_reads_the_other_runs_paired_tables(tmp_path):
+    """The overview rule's inputs include the other run's facts tables for every sweep ablation (a
+    dry run's plan: the missing file is named)."""
+    overlay = tmp_path / "adjust.yaml"
+    overlay.write_text(yaml.safe_dump({"sweep": {"adjust_with": [
+        {"label": "accuracy", "tables": "/nonexistent/tables", "tasks": ["facts"]}]}}))
+    res = smk("-n", "--configfile", str(ROOT / "config" / "sweep.yaml"), str(overlay), check=False)
+    assert "/nonexistent/tables/sweep_paired_facts_zero-query.csv" in res.stdout + res.stderr

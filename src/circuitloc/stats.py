@@ -47,6 +47,20 @@ def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: in
     return out
 
 
+def span_interval(clean, floor, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95) -> tuple:
+    """Percentile interval of mean(clean - floor) over prompts (for a loss, floor - clean): how
+    clearly the clean metric stands above the metric with the task gone, the denominator of every
+    damage ratio. `floor`: a number or one value per prompt, resampled with the prompts."""
+    clean = np.asarray(clean, float)
+    span = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
+    span = span if higher_is_better else -span
+    if len(span) == 0:
+        return float("nan"), float("nan")
+    boots = bootstrap_weights(len(span), n_boot, seed) @ span
+    alpha = (1 - ci) / 2
+    return float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+
+
 def agreement(a, b, labels, k: int = 5) -> dict:
     """Do two conditions pick the same units? Top unit equal, Spearman of the scores, top-k overlap."""
     a, b, labels = np.asarray(a, float), np.asarray(b, float), np.asarray(labels)

@@ -193,6 +193,8 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
 
     row = {}
     for m in ("clean",) + METRICS:
+        if m not in g.columns:  # rows from before the measure existed
+            continue
         x = _floats(g[m])
         row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(x[np.isfinite(x)], ci)
     for base in heads_to_measures(g.columns):
