@@ -64,7 +64,7 @@ def test_greedy_steps_run_past_the_candidate_pool():
     units = _units(6)
     w = {u["unit"]: 1.0 + i for i, u in enumerate(units)}
     p = _Prompts("p", w)
-    rows = A.greedy_curve(_Scanner(units), p, units, _Task, 10.0, -100.0, 2, 5, select=(_Scanner(units), p, 10.0))
+    rows = A.greedy_curve(_Scanner(units), p, units, _Task, 10.0, -100.0, 2, 5)
     chosen = [r["unit"] for r in rows]
     assert len(chosen) == 5 and len(set(chosen)) == 5
     # each step takes the better of the next two in rank order: L0H1 (2.0) over L0H0, then L0H2 ...

@@ -392,6 +392,7 @@ def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
                          heads_to_80_greedy_frac=pl.Series(g) / 16)
     table, ov = _table_and_overview(per_model(t1, meta, {}))
     r, o = table.row(0, named=True), ov.row(0, named=True)
+    assert o["verdict_all"] == r["verdict"] == "fewer KV heads more concentrated: yes"
     assert (r["heads_to_80_greedy_frac_wins"], r["heads_to_80_greedy_frac_losses"]) == (2, 2)
     assert r["direction_heads_to"] == 1 and r["direction_top_head"] == 1
     assert r["top_head_pct_p_holm"] < 1e-6
@@ -408,8 +409,8 @@ def test_a_ranked_only_sweep_gets_a_verdict_in_the_overview():
         spec[(1, s)] = (60.0 + s + 0.01 * s * s, "3", 5.0)
     t1, meta = _rows(spec)
     table, ov = _table_and_overview(per_model(t1, meta, {}))
-    assert table["verdict_heads_to"][0] == "heads_to_80"
     assert table["verdict"][0] == ov["verdict_all"][0] == "fewer KV heads more concentrated: yes"
+    assert table["verdict_heads_to"][0] == "heads_to_80"
 
 
 def test_significant_but_discordant_measures_are_mixed():
@@ -422,8 +423,8 @@ def test_significant_but_discordant_measures_are_mixed():
     t1, meta = _rows(spec)
     table, ov = _table_and_overview(per_model(t1, meta, {}))
     r = table.row(0, named=True)
-    assert r["direction_top_head"] == 1 and r["direction_heads_to"] == -1
     assert r["verdict"].startswith("mixed") and ov["verdict_all"][0].startswith("mixed")
+    assert r["direction_top_head"] == 1 and r["direction_heads_to"] == -1
 
 
 def test_the_mha_row_describes_the_paired_toys_only():
@@ -443,8 +444,8 @@ def test_in_sample_top_head_scores_are_shown_but_never_tested():
     t1, meta = _rows(spec)
     t1 = t1.with_columns(curve_prompts=pl.lit("all"))
     r = paired(per_model(t1, meta, {})).row(0, named=True)
-    assert r["top_head_prompts"] == "scoring"
     assert r["top_head_pct_diff"] == pytest.approx(30, abs=1) and np.isnan(r["top_head_pct_p"])
+    assert r["top_head_prompts"] == "scoring"
     assert not r["verdict"].endswith("yes")
 
 
