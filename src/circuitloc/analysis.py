@@ -126,7 +126,8 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     if (m["bound"] and g["bound"]) or (m["bound"] and diff <= 0) or (g["bound"] and diff >= 0):
         s2 = 0
     verdict = "yes" if s1 > 0 and s2 > 0 else "no" if s1 < 0 and s2 < 0 else "mixed"
-    why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; {name.removesuffix('_frac')} "
+    label = name.removesuffix("_frac").replace("heads_to_", "heads-to-").replace("_", ".") + "%"  # heads-to-80%
+    why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; {label} "
            f"{'GQA fewer' if s2 > 0 else 'MHA fewer' if s2 < 0 else 'undecided'}")
     out = {"verdict": f"GQA more concentrated: {verdict} ({why})"}
     for side, d in (("mha", m), ("gqa", g)):
