@@ -377,7 +377,8 @@ def verdict(row: dict, suffix: str, alpha: float, p_adjust: str = "holm") -> str
     import numpy as np
 
     if (row.get("n_pairs") or 0) < 2:
-        return "n/a: fewer than 2 seeds where both models passed their checks and show task behaviour"
+        return ("n/a: fewer than 2 seeds where both models passed their checks, show task behaviour and may "
+                "report damage (clean above its floor)")
     paper = row.get("verdict_heads_to") or ""
     ps = [row.get(f"top_head_pct_p_{suffix}"), row.get(f"{paper}_frac_p_{suffix}") if paper else None]
     dirs = [int(row.get("direction_top_head") or 0), int(row.get("direction_heads_to") or 0)]
