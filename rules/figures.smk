@@ -52,6 +52,7 @@ rule figure_scale:
         pdf="results/figures/scale_{ablation}.pdf",
     params:
         tasks=lambda wc: [t for t, a in table_pairs() if a == wc.ablation],
+        threshold=config["curves"]["threshold"],
         code=code_version("fig_scale.py"),
     log:
         "results/logs/figures/scale_{ablation}.log",

@@ -1,3 +1,5 @@
+import os
+
 rule sweep_tables:
     input:
         table1="results/tables/table1_{task}_{ablation}.csv",
@@ -32,6 +34,7 @@ rule sweep_tables:
         meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
         ci=config.get("sweep", {}).get("ci"),  # this rule runs only with a sweep: (schema defaults)
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
+        threshold=config["curves"]["threshold"],
         code=code_version("sweep_tables.py"),
     log:
         "results/logs/tables/sweep_{task}_{ablation}.log",
@@ -45,9 +48,21 @@ rule sweep_tables:
         "../workflow/scripts/sweep_tables.py"
 
 
+def sweep_adjust_with():
+    """{"task (label)/ablation": paired csv} of another run that the overview adjusts together with
+    this one's (config `sweep.adjust_with`: e.g. facts ranked by accuracy beside facts by margin)."""
+    out = {}
+    for e in config.get("sweep", {}).get("adjust_with", []):
+        for t, a in sweep_pairs():
+            if t in e["tasks"]:
+                out[f"{t} ({e['label']})/{a}"] = os.path.join(e["tables"], f"sweep_paired_{t}_{a}.csv")
+    return out
+
+
 rule sweep_overview:
     input:
         paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in sweep_pairs()],
+        extra=list(sweep_adjust_with().values()),
     output:
         csv=report(
             "results/tables/sweep_overview.csv",
@@ -59,6 +74,7 @@ rule sweep_overview:
         md="results/tables/sweep_overview.md",
     params:
         pairs=[f"{t}/{a}" for t, a in sweep_pairs()],
+        extra=list(sweep_adjust_with()),
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
         code=code_version("sweep_overview.py"),
     log:

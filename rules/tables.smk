@@ -23,6 +23,8 @@ rule tables:
         table2_md="results/tables/table2_{task}_{ablation}.md",
     params:
         threshold=config["curves"]["threshold"],
+        # the conditioning rule: fewer held-out prompts than this carry no damage percentage
+        min_heldout=lambda wc: int(config["curves"].get("min_heldout", {}).get(wc.task, 0)),
         models=lambda wc: models_for(wc.task, wc.ablation),
         code=code_version("tables.py"),
     log:

@@ -20,7 +20,6 @@ def test_heads_to_threshold_never_invents_a_number():
     assert M.heads_to([0.1] * 30, 0.8) == (30, True) and M.heads_to_label(30, True) == "> 30"
     assert M.heads_to_label(4, False) == "4" and M.heads_to_label(4.5, False) == "4.5"
     assert M.heads_to_censored(30, True, 60) == (30.0, 0.5, True)
-    assert M.heads_to_lower_bound(30, True, 62) == (31.0, 0.5, True)
     assert M.heads_to_threshold([float("nan"), 0.9]) == 2
 
 
@@ -43,3 +42,24 @@ def test_concentration_is_continuous_in_float_noise():
         assert math.isclose(a["top_share"], b["top_share"], rel_tol=1e-6)
     # drops well above the cut still count
     assert M.concentration([1.0, 1e-3])["effective_units"] > 1.0
+
+
+def test_curve_area_against_a_hand_computed_trapezoid():
+    # 4 units, damage 0.5, 0.9, 1.2 (clipped to 1), 1.0 at fractions 1/4 .. 1:
+    # (0 + 0.5)/2/4 + (0.5 + 0.9)/2/4 + (0.9 + 1)/2/4 + (1 + 1)/2/4 = (0.25 + 0.7 + 0.95 + 1) / 4
+    assert M.curve_area([0.5, 0.9, 1.2, 1.0], 4) == np.float64(2.9 / 4)
+    # a curve that stops after 2 of 4 units is held at its last damage: 0.25 * 0.25 + 0.25 * 0.7 + 0.5 * 0.9
+    assert math.isclose(M.curve_area([0.5, 0.9], 4), 0.0625 + 0.175 + 0.45)
+    # one unit removes the task: area close to 1; damage linear in units: 1/2
+    assert M.curve_area([1.0] * 10, 10) > 0.94 and math.isclose(M.curve_area(np.arange(1, 11) / 10, 10), 0.5)
+    assert math.isnan(M.curve_area([], 4))
+
+
+def test_heads_to_is_one_value_with_one_label_and_its_threshold_in_the_name():
+    h = M.HeadsTo.of_curve([0.2, 0.85, 0.95], 0.9, 16)
+    assert (h.count, h.bounded, h.label()) == (3, False, "3")
+    b = M.HeadsTo.of_curve([0.2, 0.85], 0.9, 16)
+    assert (b.count, b.bounded, b.label(), b.censored()) == (2, True, "> 2", (2.0, 0.125, True))
+    assert b.columns("heads_to_90")["heads_to_90_bounded"] and math.isnan(b.columns("heads_to_90")["heads_to_90_frac"])
+    assert M.heads_to_name(0.8) == "heads_to_80" and M.heads_to_name(0.9, "greedy") == "heads_to_90_greedy"
+    assert M.heads_to_name(0.755) == "heads_to_75_5"

@@ -20,8 +20,10 @@ TOY_MHA, TOY_GQA, SMOL = 641408, 591872, 134515008
 
 
 def _table(rows):
+    """Table 1 rows as the CSV holds them: heads-to as a count and a bounded flag (h: 'K' or '>K')."""
     return pl.DataFrame([{"model": m, "family": f, "attention": a, "n_params": n, "top_head_pct": p,
-                          "top_head_pct_lo": p - 1.0, "top_head_pct_hi": p + 1.0, "heads_to_80": h}
+                          "top_head_pct_lo": p - 1.0, "top_head_pct_hi": p + 1.0,
+                          "heads_to_80": int(str(h).lstrip("> ")), "heads_to_80_bounded": str(h).startswith(">")}
                          for m, f, a, n, p, h in rows])
 
 
@@ -100,12 +102,25 @@ def test_scale_ticks_do_not_overprint():
 
 
 def test_scale_marks_a_censored_curve_at_its_bound():
-    t = ALL.with_columns(pl.when(pl.col("model") == "smollm2_135m").then(pl.lit(">16"))
-                         .otherwise(pl.col("heads_to_80")).alias("heads_to_80"))
+    smol = pl.col("model") == "smollm2_135m"
+    t = ALL.with_columns(pl.when(smol).then(16).otherwise(pl.col("heads_to_80")).alias("heads_to_80"),
+                         pl.when(smol).then(True).otherwise(pl.col("heads_to_80_bounded")).alias("heads_to_80_bounded"))
     fig = plots.scale({"ioi": t})
     bottom = fig.axes[1]
     assert any(a.get_text() == "> 16" for a in bottom.texts)
     assert bottom.get_ylim()[1] > 16
+
+
+def test_scale_marks_a_refused_percentage_and_names_the_threshold():
+    """A top head score the conditioning rule refused (empty) is an 'n/a' mark, and the axis is not
+    stretched to it; a 0.9 threshold reads heads_to_90 and says 90% (issue 22 item 3, issue 23 item 10)."""
+    t = ALL.with_columns(pl.when(pl.col("model") == "smollm2_135m").then(None).otherwise(pl.col("top_head_pct"))
+                         .alias("top_head_pct")).rename({"heads_to_80": "heads_to_90", "heads_to_80_bounded": "heads_to_90_bounded"})
+    fig = plots.scale({"facts": t}, threshold=0.9)
+    top, bottom = fig.axes[0], fig.axes[1]
+    assert any(a.get_text() == "n/a" for a in top.texts)
+    assert "90%" in bottom.get_ylabel() and "80%" not in bottom.get_ylabel()
+    assert bottom.get_ylim()[1] >= 4
 
 
 def test_curves_accept_polars_and_start_at_zero():

@@ -100,3 +100,50 @@ def test_censored_scores_and_pairs():
     assert (out["wins"], out["losses"], out["ties"]) == (1, 1, 2)
     assert censored_median([8, 2, 8], [True, False, True]) == (8.0, True)
     assert censored_median([8, 2, 3], [True, False, False]) == (3.0, False)
+
+
+def _holm_reference(p):
+    """Holm by its definition, one p at a time: reject H_(i) iff every p_(j), j <= i, is below alpha
+    / (m - j + 1); the adjusted p is the smallest alpha that rejects it."""
+    p = np.asarray(p, float)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    out = np.full(p.shape, np.nan)
+    for i in np.flatnonzero(ok):
+        below = [j for j in np.flatnonzero(ok) if p[j] <= p[i]]  # ties: rejected together
+        ranks = {j: 1 + int(np.sum(p[ok] < p[j])) for j in below}
+        out[i] = min(1.0, max((m - ranks[j] + 1) * p[j] for j in below))
+    return out
+
+
+def _bh_reference(p):
+    """Benjamini-Hochberg by its definition: min over k >= rank(i) of m p_(k) / k (ties share the
+    largest rank among them)."""
+    p = np.asarray(p, float)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    out = np.full(p.shape, np.nan)
+    for i in np.flatnonzero(ok):
+        cands = [m * p[j] / int(np.sum(p[ok] <= p[j])) for j in np.flatnonzero(ok) if p[j] >= p[i]]
+        out[i] = min(1.0, min(cands))
+    return out
+
+
+def test_holm_and_bh_with_ties_and_nan_match_their_definitions():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        p = rng.choice([0.001, 0.01, 0.02, 0.04, 0.2, 0.5, np.nan], size=rng.integers(1, 9))
+        assert np.allclose(holm(p), _holm_reference(p), equal_nan=True)
+        assert np.allclose(benjamini_hochberg(p), _bh_reference(p), equal_nan=True)
+
+
+def test_monte_carlo_sign_flip_p_is_never_zero():
+    # 20 pairs all of one sign: beyond exact_max, so Monte Carlo; the exact p would be 2 / 2^20, and
+    # 1000 draws almost never hit it, so p is (1 + 0) / (1 + 1000), never 0 (issue 23, item 7)
+    p = sign_flip_p(np.ones(20), n_mc=1000)
+    assert p > 0 and p == pytest.approx(1 / 1001, abs=2 / 1001)
+
+
+def test_smallest_exact_p_counts_only_pairs_that_differ():
+    # 8 seeds, 5 of them with a nonzero difference: the smallest p is 2 / 2^5, not 2 / 2^8
+    assert sign_flip_p([1, 1, 1, 1, 1, 0, 0, 0]) == pytest.approx(2 / 32)

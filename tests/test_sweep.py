@@ -91,7 +91,8 @@ def _planted(effect, seeds=5, fail=()):
             name = f"m_kv{kv}_s{s}"
             top = 30 + effect * np.log2(8 / kv) + rng.normal(0, 2) + s  # seed effect, shared across kv
             h80 = max(1, 6 - int(effect > 0) * int(np.log2(8 / kv)))
-            rows.append({"model": name, "top_head_pct": top, "heads_to_80": h80, "heads_to_80_bounded": False,
+            rows.append({"model": name, "top_head_pct": top, "curve_prompts": "heldout", "top_head_pct_heldout": top,
+                         "heads_to_80": h80, "heads_to_80_bounded": False,
                          "heads_to_80_frac": h80 / 16,
                          "n_units": 16, "effective_units": 4.0, "top_share": 0.3})
             meta[name] = {"size": "small", "kv_heads": kv, "seed": s}
@@ -132,7 +133,8 @@ def _rows(spec, n_units=16):
         name = f"m_kv{kv}_s{seed}"
         bounded = str(h80).startswith(">")  # '> K': Table 1 stores K, bounded
         count = int(str(h80).lstrip("> "))
-        rows.append({"model": name, "baseline_ld": ld, "top_head_pct": top, "heads_to_80": count,
+        rows.append({"model": name, "baseline_ld": ld, "top_head_pct": top, "curve_prompts": "heldout",
+                     "top_head_pct_heldout": top, "heads_to_80": count,
                      "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units, "n_units": n_units, "effective_units": 4.0, "top_share": 0.3})
         meta[name] = {"size": "small", "kv_heads": kv, "seed": seed}
     return pl.DataFrame(rows), meta
@@ -208,7 +210,7 @@ def test_greedy_heads_to_80_is_tested_adjusted_and_carries_the_verdict():
     raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p", "heads_to_80_greedy_frac_p").to_numpy().ravel()
     adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm", "heads_to_80_greedy_frac_p_holm").to_numpy().ravel()
     assert np.allclose(adj, holm(raw), equal_nan=True)
-    assert one["heads_to_80_greedy_frac_p_holm"] < 0.05 and one["verdict_heads_to"] == "greedy"
+    assert one["heads_to_80_greedy_frac_p_holm"] < 0.05 and one["verdict_heads_to"] == "heads_to_80_greedy"
     assert one["verdict"].endswith("yes")  # greedy significant, top head pointing the same way
     summary = _by(summarize(pm), "kv_heads")
     assert summary[1]["heads_to_80_greedy_median"] == 2 and summary[8]["heads_to_80_greedy"] == 5
@@ -257,8 +259,12 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m] = tmp_path / f"{m}.json"
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
-    summary, pm = write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
-                              out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
+    with pytest.raises(TypeError):  # keyword-only (issue 22 item 6)
+        write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
+                    out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
+    summary, pm = write_sweep(task="ioi", ablation="zero-layer", table1_csv=tmp_path / "t1.csv", cards=cards,
+                              meta=meta, ci=0.95, out_csv=out["s.csv"], out_md=out["s.md"], out_paired_csv=out["p.csv"],
+                              out_paired_md=out["p.md"], opts={"alpha": 0.05, "p_adjust": "holm"})
     fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["seeds"][0] == "0 1" and pairs["heads_to_80_censored_pairs"][0] == 1
@@ -338,7 +344,9 @@ def _paired_row(size, diff, p_top, p_greedy, p_ranked, wins, losses, n=10):
             "heads_to_80_greedy_frac_wins": wins, "heads_to_80_greedy_frac_losses": losses,
             "heads_to_80_greedy_frac_ties": n - wins - losses, "heads_to_80_greedy_frac_p": p_greedy,
             "heads_to_80_greedy_frac_p_holm": p_greedy, "heads_to_80_frac_p": p_ranked,
-            "heads_to_80_frac_p_holm": p_ranked, "verdict": "as in its table"}
+            "heads_to_80_frac_p_holm": p_ranked, "verdict": "as in its table",
+            "direction_top_head": int(np.sign(diff)), "direction_heads_to": int(np.sign(wins - losses)),
+            "verdict_heads_to": "heads_to_80_greedy"}
 
 
 def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
@@ -359,3 +367,137 @@ def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
     assert out["verdict_all"].to_list()[1].startswith("no clear difference")
     assert out["heads_to_80_greedy_median"].to_list() == ["> 0.5", "> 0.5"]
     assert out["mha_heads_to_80_greedy_median"].to_list() == ["0.25", "0.25"]
+
+
+def _table_and_overview(pm, alpha=0.05):
+    from circuitloc.sweep import overview
+
+    table = paired(pm, alpha=alpha)
+    return table, overview({("ioi", "zero-query"): table}, alpha=alpha)
+
+
+def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
+    """Issue 23 item 3: greedy wins 2, losses 2, yet the Gehan statistic points to fewer KV heads
+    (the KV-1 toy's wins are by more), and the top head differs hugely. The table and the overview
+    (one table: the same p-values) must say the same; the overview once derived the heads-to
+    direction from wins minus losses (0) and called it 'no clear difference'."""
+    spec = {}
+    mha_g, kv1_g = [10, 10, 2, 3, 6, 6, 6, 6], [2, 2, 3, 4, 6, 6, 6, 6]
+    for s in range(8):
+        spec[(8, s)] = (30.0 + s, "6", 5.0)
+        spec[(1, s)] = (90.0 + s + 0.01 * s * s, "6", 5.0)
+    t1, meta = _rows(spec)
+    g = [mha_g[meta[m]["seed"]] if meta[m]["kv_heads"] == 8 else kv1_g[meta[m]["seed"]] for m in t1["model"]]
+    t1 = t1.with_columns(heads_to_80_greedy=pl.Series(g), heads_to_80_greedy_bounded=pl.lit(False),
+                         heads_to_80_greedy_frac=pl.Series(g) / 16)
+    table, ov = _table_and_overview(per_model(t1, meta, {}))
+    r, o = table.row(0, named=True), ov.row(0, named=True)
+    assert o["verdict_all"] == r["verdict"] == "fewer KV heads more concentrated: yes"
+    assert (r["heads_to_80_greedy_frac_wins"], r["heads_to_80_greedy_frac_losses"]) == (2, 2)
+    assert r["direction_heads_to"] == 1 and r["direction_top_head"] == 1
+    assert r["top_head_pct_p_holm"] < 1e-6
+    assert r["verdict"] == "fewer KV heads more concentrated: yes"
+    assert o["verdict_all"] == r["verdict"] and o["verdict_table"] == r["verdict"]
+
+
+def test_a_ranked_only_sweep_gets_a_verdict_in_the_overview():
+    """Without greedy curves the verdict reads ranked heads-to; the overview once parsed
+    'None/None/None' as 0/0 and could never give one."""
+    spec = {}
+    for s in range(8):
+        spec[(8, s)] = (30.0 + s, "6", 5.0)
+        spec[(1, s)] = (60.0 + s + 0.01 * s * s, "3", 5.0)
+    t1, meta = _rows(spec)
+    table, ov = _table_and_overview(per_model(t1, meta, {}))
+    assert table["verdict"][0] == ov["verdict_all"][0] == "fewer KV heads more concentrated: yes"
+    assert table["verdict_heads_to"][0] == "heads_to_80"
+
+
+def test_significant_but_discordant_measures_are_mixed():
+    """Issue 23 item 4: the top head significantly larger under fewer KV heads while heads-to points
+    the other way is 'mixed', not 'no clear difference'."""
+    spec = {}
+    for s in range(8):
+        spec[(8, s)] = (30.0 + s, "2", 5.0)
+        spec[(1, s)] = (75.0 + s + 0.01 * s * s, "4", 5.0)
+    t1, meta = _rows(spec)
+    table, ov = _table_and_overview(per_model(t1, meta, {}))
+    r = table.row(0, named=True)
+    assert r["verdict"].startswith("mixed") and ov["verdict_all"][0].startswith("mixed")
+    assert r["direction_top_head"] == 1 and r["direction_heads_to"] == -1
+
+
+def test_the_mha_row_describes_the_paired_toys_only():
+    """Issue 23 item 5: seed 3's KV-1 toy failed, so MHA seed 3 is in no pair and not in the MHA
+    summary row either."""
+    spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
+    t1, meta = _rows(spec)
+    summary = _by(summarize(per_model(t1, meta, {"m_kv1_s3": False})), "kv_heads")
+    assert summary[8]["seeds"] == "0 1 2" and summary[8]["n_seeds"] == 3
+    assert summary[8]["top_head_pct"] == pytest.approx((30 + 40 + 50) / 3)
+
+
+def test_in_sample_top_head_scores_are_shown_but_never_tested():
+    """Issue 23 item 6: curves on all prompts leave only the in-sample top-unit score; the paired
+    table says so and does not test it (it once compared it silently)."""
+    spec = {(kv, s): ((30.0 if kv == 8 else 60.0) + s + 0.01 * s * s * kv, "3", 5.0) for kv in (8, 1) for s in range(6)}
+    t1, meta = _rows(spec)
+    t1 = t1.with_columns(curve_prompts=pl.lit("all"))
+    r = paired(per_model(t1, meta, {})).row(0, named=True)
+    assert r["top_head_pct_diff"] == pytest.approx(30, abs=1) and np.isnan(r["top_head_pct_p"])
+    assert r["top_head_prompts"] == "scoring"
+    assert not r["verdict"].endswith("yes")
+
+
+def test_curve_area_is_compared_with_a_paired_t_test():
+    from scipy import stats
+
+    spec = {(kv, s): (40.0 + s, "3", 5.0) for kv in (8, 1) for s in range(6)}
+    t1, meta = _rows(spec)
+    mha = 0.5 + 0.02 * np.arange(6)
+    one = mha + 0.1 + 0.03 * np.array([0, 2, 1, 3, 1, 2])
+    area = [(mha if meta[m]["kv_heads"] == 8 else one)[meta[m]["seed"]] for m in t1["model"]]
+    r = paired(per_model(t1.with_columns(curve_area=pl.Series(area)), meta, {})).row(0, named=True)
+    assert r["curve_area_diff"] == pytest.approx(np.mean(one - mha))
+    assert r["curve_area_p"] == pytest.approx(stats.ttest_rel(one, mha).pvalue)
+    assert r["direction_curve_area"] == 1 and np.isfinite(r["curve_area_p_holm"])
+
+
+def test_a_toy_whose_damage_is_refused_enters_no_pair():
+    """Issue 23 item 10: a toy whose clean metric does not stand above its floor on the reported
+    prompts (damage_ok false in Table 1) enters no verdict."""
+    spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
+    t1, meta = _rows(spec)
+    t1 = t1.with_columns(damage_ok=pl.Series([m != "m_kv1_s2" for m in t1["model"]]))
+    pm = per_model(t1, meta, {})
+    assert not _by(pm, "model")["m_kv1_s2"]["used"]
+    assert paired(pm)["seeds"][0] == "0 1 3"
+
+
+def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
+    """Issue 23 item 8: facts by margin and facts by accuracy (another run, config
+    sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
+    with this run's. Holm over the 6 tests: 0.004 x 6 = 0.024 for margin's top head (0.012 over its
+    own 3)."""
+    from circuitloc.writers import write_sweep_overview
+
+    a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
+    b = pl.DataFrame([_paired_row("small", 3.0, 0.01, 0.3, 0.6, wins=6, losses=2)])
+    a.write_csv(tmp_path / "margin.csv")
+    b.write_csv(tmp_path / "accuracy.csv")
+    opts = {"alpha": 0.05, "p_adjust": "holm"}
+    write_sweep_overview({"facts/zero-query": tmp_path / "margin.csv"}, tmp_path / "o.csv", tmp_path / "o.md", opts,
+                         extra={"facts (accuracy)/zero-query": tmp_path / "accuracy.csv"})
+    out = pl.read_csv(tmp_path / "o.csv")
+    assert out["task"].to_list() == ["facts", "facts (accuracy)"] and out["n_tests_all"][0] == 6
+    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.024, 0.05])
+
+
+def test_adjust_with_reads_the_other_runs_paired_tables(tmp_path):
+    """The overview rule's inputs include the other run's facts tables for every sweep ablation (a
+    dry run's plan: the missing file is named)."""
+    overlay = tmp_path / "adjust.yaml"
+    overlay.write_text(yaml.safe_dump({"sweep": {"adjust_with": [
+        {"label": "accuracy", "tables": "/nonexistent/tables", "tasks": ["facts"]}]}}))
+    res = smk("-n", "--configfile", str(ROOT / "config" / "sweep.yaml"), str(overlay), check=False)
+    assert "/nonexistent/tables/sweep_paired_facts_zero-query.csv" in res.stdout + res.stderr

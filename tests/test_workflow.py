@@ -40,12 +40,13 @@ TOLERANCES = [
     (r"^(\w+_)?(top_share|effective_units)$", 1e-4, 1e-6,
      "continuous in the drops (drops below 1e-6 of the largest are ignored, not cut at exactly 0)"),
     (r"^spearman$", 0.0, 1e-9, "a rank statistic: equal unless two unit scores swap order"),
+    (r"curve_area$", 1e-4, 1e-5, "the mean of damages over the curve's steps (each as the damage columns)"),
     (r"(baseline_\w+|_clean|_ablated|ld_\w+|_score|_score_lo|_score_hi|_score_heldout)$", 1e-5, 1e-5,
      "a raw metric or drop in logits or nats (order 0.1-10): float32 summation order moves it by ~1e-6"),
 ]
 # columns that must hold exactly although numeric: discrete by construction
 EXACT = r"^(n_\w+|curve_prompts|control_draws|\w*heads_to_80\w*|aligned|baseline_accuracy|\w*coverage|" \
-        r"\w*overlap|mha_models|gqa_models|no_task_behaviour)$"
+        r"\w*overlap|mha_models|gqa_models|no_task_behaviour|curve_area_covered|damage_na|damage_note)$"
 
 
 def tolerance(col: str):
@@ -228,3 +229,32 @@ def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path
     assert not (work / "results" / "logs" / "models").exists(), "the variant must score the same models"
     for table in VARIANT_TABLES:
         assert_matches_expected(read_table(work, table), table)
+
+
+@pytest.mark.workflow
+def test_threshold_reaches_every_heads_to_column(tiny_run, tmp_path):
+    """Issue 22 item 3: `curves.threshold: 0.9` over the tiny config renames and recomputes every
+    heads-to column (heads_to_90, its greedy twin, the robustness sides), the markdown titles and
+    the scale figure. Every job's params carry the config today, so a threshold change would rerun
+    the whole DAG: the test reruns only the table and figure rules (mtime triggers, forced rules).
+    Captions: tests/test_captions.py."""
+    work = tmp_path / "t90"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    overlay = tmp_path / "t90.yaml"
+    overlay.write_text(yaml.safe_dump({"curves": {"threshold": 0.9}}))
+    targets = ["results/tables/table1_ioi_zero-query.csv", "results/tables/robustness.csv",
+               "results/figures/scale_zero-query.png"]
+    args = [*targets, "--configfile", ".test/config.yaml", str(overlay), "--rerun-triggers", "mtime",
+            "--forcerun", "tables", "robustness", "figure_scale"]
+    plan = smk("-n", *args, cwd=work)
+    rules = {rule for rule, _ in planned_jobs(plan.stdout + plan.stderr)}
+    assert rules and not {r for r in rules if r.startswith(("scores", "curves", "model", "dataset"))}, rules
+    smk("--cores", "1", *args, cwd=work)
+    t1, rob = read_table(work, "table1_ioi_zero-query"), read_table(work, "robustness")
+    assert {"heads_to_90", "heads_to_90_bounded", "heads_to_90_greedy", "heads_to_90_frac"} <= set(t1.columns)
+    assert not [c for c in list(t1.columns) + list(rob.columns) if "heads_to_80" in c]
+    assert "mha_heads_to_90_frac" in rob.columns
+    old = read_table(tiny_run, "table1_ioi_zero-query")
+    assert (t1["heads_to_90"].fillna(-1) >= old["heads_to_80"].fillna(-1)).all()  # a higher bar: never fewer units
+    md = (work / "results" / "tables" / "table1_ioi_zero-query.md").read_text()
+    assert "heads-to-90%" in md and "80%" not in md

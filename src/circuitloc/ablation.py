@@ -69,6 +69,8 @@ def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[Unit], task,
     cols["damage"] = np.asarray(M.damage(clean, ablated, floor, task.higher_is_better))
     if bootstrap:
         cols.update(_intervals(clean_pp, ablated_pp, floor_pp, task, bootstrap))
+        lo, hi = clean_span(clean_pp, floor_pp, task, bootstrap)
+        cols["clean_span_lo"], cols["clean_span_hi"] = np.full(len(unit_rows), lo), np.full(len(unit_rows), hi)
     for extra in task.extra:
         cols[f"{extra}_clean"] = np.full(len(unit_rows), float(res[extra][0].mean()))
         cols[f"{extra}_ablated"] = res[extra][1:].mean(dim=1).numpy()
@@ -81,6 +83,13 @@ def _floor(floor):
     """(as given, its mean): a per-prompt floor keeps its values for the bootstrap."""
     arr = np.asarray(floor, float)
     return arr, float(arr.mean())
+
+
+def clean_span(clean_pp, floor_pp, task, bootstrap) -> tuple[float, float]:
+    """Interval of clean - floor over these prompts (`stats.span_interval`): the conditioning rule
+    reports a damage percentage only where it lies above 0 (`tables.damage_condition`)."""
+    return S.span_interval(clean_pp, floor_pp, task.higher_is_better, int(bootstrap["n"]), int(bootstrap["seed"]),
+                           float(bootstrap.get("ci", 0.95)))
 
 
 def _intervals(clean_pp, ablated_pp, floor, task, bootstrap) -> dict:
@@ -126,19 +135,29 @@ def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, 
     return rows
 
 
-def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps, stop_damage=None):
-    """Each step adds the candidate whose addition does most damage (top-M pool bounds the cost);
-    it stops early once the damage reaches stop_damage (1.0: the task is gone)."""
-    pool = list(ranked_units[:candidates])
+def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps, stop_damage=None,
+                 select=None):
+    """Each step adds the candidate whose addition does most damage; the pool holds the top
+    `candidates` units of the ranking not yet chosen and refills from it after every step, so the
+    curve runs up to `max_steps` (or every unit), not only as many steps as the pool is large.
+
+    `select` = (scanner, prompts, clean) of the prompts the choice is made on (the scoring prompts);
+    the curve is reported on `prompts` (held out), so heads-to-threshold on it is not selected
+    in-sample. Without `select` the choice is made on `prompts` themselves (in-sample). It stops
+    early once the reported damage reaches stop_damage (1.0: the task is gone)."""
+    sel_scanner, sel_prompts, sel_clean = select if select is not None else (scanner, prompts, clean)
+    ranked_units = list(ranked_units)
     chosen, vals = [], []
-    for _ in range(min(max_steps, len(pool))):
+    for _ in range(min(max_steps, len(ranked_units))):
+        taken = {u.label for u in chosen}
+        pool = [u for u in ranked_units if u.label not in taken][:candidates]
         trial = [as_sets(chosen + [u]) for u in pool]
-        v = scanner.run(prompts, trial, {task.metric_name: task.metric})[task.metric_name].mean(dim=1).numpy()
-        d = M.drop(clean, v, task.higher_is_better)
-        best = int(np.argmax(d))
-        chosen.append(pool.pop(best))
-        vals.append(v[best])
-        dmg = float(M.damage(clean, v[best], floor, task.higher_is_better))
+        v = sel_scanner.run(sel_prompts, trial, {task.metric_name: task.metric})[task.metric_name].mean(dim=1).numpy()
+        best = int(np.argmax(M.drop(sel_clean, v, task.higher_is_better)))
+        chosen.append(pool[best])
+        out = scanner.run(prompts, [as_sets(chosen)], {task.metric_name: task.metric})[task.metric_name]
+        vals.append(float(out.mean(dim=1).numpy()[0]))
+        dmg = float(M.damage(clean, vals[-1], floor, task.higher_is_better))
         log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1].label, dmg)
         if stop_damage is not None and dmg >= stop_damage:
             break

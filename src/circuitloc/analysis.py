@@ -100,18 +100,21 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
 # -- robustness --------------------------------------------------------------------------
 
 def _side(df: pl.DataFrame) -> dict:
-    """One side of a comparison: its models, mean top head score, heads-to-80% (mean count, bounded
-    when any model's is; the fraction from the least possible count K + 1 of a bounded '> K'),
-    mean effective units."""
-    h = [M.heads_to_lower_bound(r["heads_to_80"], r["heads_to_80_bounded"], r["n_units"])
-         for r in df.iter_rows(named=True)]
+    """One side of a comparison: its models, mean top head score, heads-to-threshold (the ranked
+    curve's `heads_to_{pct}`: mean count, bounded when any model's is; the fraction from each
+    model's count, a bound '> K' at its K, flagged), mean curve area and effective units."""
+    from .sweep import heads_to_measures
+
+    name = heads_to_measures(df.columns)[0]
+    h = [M.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored() for r in df.iter_rows(named=True)]
     bounded = any(b for _, _, b in h)
     tops = [top_head_measure(r) for r in df.iter_rows(named=True)]  # held out where the curves were
     top = pl.Series([r[c] for r, (c, _) in zip(df.iter_rows(named=True), tops)], dtype=pl.Float64)
     return {"models": ", ".join(df["model"]), "top_head_pct": _nanmean(top),
             "top_head_prompts": "/".join(sorted({p for _, p in tops})),
-            "heads_to_80": _nanmean(df["heads_to_80"]), "heads_to_80_bounded": bounded,
-            "heads_to_80_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
+            name: _nanmean(df[name]), f"{name}_bounded": bounded,
+            f"{name}_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
+            "curve_area": _nanmean(df["curve_area"]) if "curve_area" in df.columns else float("nan"),
             "effective_units": _nanmean(df["effective_units"])}
 
 
@@ -125,14 +128,16 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     """The headline comparison on one table: top head score (higher = more concentrated) and
     heads-to-80% as a fraction (lower = more concentrated); the verdict needs both to agree."""
     m, g = _side(mha), _side(gqa)
+    name = next(k for k in m if k.endswith("_frac"))  # heads_to_{pct}_frac
     s1 = np.sign(g["top_head_pct"] - m["top_head_pct"])
-    diff = m["heads_to_80_frac"] - g["heads_to_80_frac"]  # > 0: GQA needs fewer units
+    diff = m[name] - g[name]  # > 0: GQA needs fewer units
     s2 = np.sign(diff)
     # a '> K' side is a lower bound: the order holds only where that side already looks larger
     if (m["bound"] and g["bound"]) or (m["bound"] and diff <= 0) or (g["bound"] and diff >= 0):
         s2 = 0
     verdict = "yes" if s1 > 0 and s2 > 0 else "no" if s1 < 0 and s2 < 0 else "mixed"
-    why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; heads-to-80% "
+    label = name.removesuffix("_frac").replace("heads_to_", "heads-to-").replace("_", ".") + "%"  # heads-to-80%
+    why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; {label} "
            f"{'GQA fewer' if s2 > 0 else 'MHA fewer' if s2 < 0 else 'undecided'}")
     out = {"verdict": f"GQA more concentrated: {verdict} ({why})"}
     for side, d in (("mha", m), ("gqa", g)):
@@ -166,7 +171,8 @@ def robustness(table1s: dict) -> pl.DataFrame:
     an MHA model not scored under kv from the query table of the same kind (for MHA they coincide);
     a layer row needs both models scored under layer (a layer is a layer under MHA and GQA alike).
     A model without task behaviour (clean metric <= its floor, e.g. a negative IOI logit difference)
-    is left out of every comparison and named in `no_task_behaviour`."""
+    is left out of every comparison and named in `no_task_behaviour`; one whose damage percentages
+    the conditioning rule refused (Table 1 `damage_ok` false) likewise, named in `damage_na`."""
     rows = []
     for (task, ablation), t in table1s.items():
         kind, unit = parse_ablation(ablation)
@@ -175,17 +181,23 @@ def robustness(table1s: dict) -> pl.DataFrame:
         if unit == vocab.KV and query is not None:  # an MHA model's kv group is its query head: same scores
             extra = query.filter((pl.col("attention") == "mha") & ~pl.col("model").is_in(t["model"].to_list()))
             t = pl.concat([t, extra], how="diagonal_relaxed")
-        t = t.with_columns(_ok=pl.Series(behaves(t, task)))
+        refused = t["damage_ok"].cast(pl.String).str.to_lowercase().is_in(["false", "0"]).fill_null(False) \
+            if "damage_ok" in t.columns else pl.repeat(False, len(t), eager=True)
+        t = t.with_columns(_ok=pl.Series(behaves(t, task)) & ~refused, _refused=refused)
         families = sorted(set(t["family"].to_list()))
         both = [f for f in families if {"mha", "gqa"} <= set(t.filter(pl.col("family") == f)["attention"])]
         groups = [(f"within {f}", t.filter(pl.col("family") == f)) for f in both] or [("across families", t)]
         for label, g in groups:
-            gone = ", ".join(g.filter(~pl.col("_ok"))["model"])
+            gone = ", ".join(g.filter(~pl.col("_ok") & ~pl.col("_refused"))["model"])
+            na = ", ".join(g.filter(pl.col("_refused"))["model"])
             g = g.filter(pl.col("_ok"))
             mha, gqa = g.filter(pl.col("attention") == "mha"), g.filter(pl.col("attention") == "gqa")
             if len(mha) == 0 or len(gqa) == 0:
-                why = "no task behaviour on one side" if gone else "needs an MHA and a GQA model"
-                rows.append({**base, "comparison": label, "verdict": f"n/a: {why}", "no_task_behaviour": gone})
+                why = "no task behaviour on one side" if gone else "damage n/a (clean ≈ floor) on one side" if na \
+                    else "needs an MHA and a GQA model"
+                rows.append({**base, "comparison": label, "verdict": f"n/a: {why}", "no_task_behaviour": gone,
+                             "damage_na": na})
                 continue
-            rows.append({**base, "comparison": label, **compare(mha, gqa), "no_task_behaviour": gone})
+            rows.append({**base, "comparison": label, **compare(mha, gqa), "no_task_behaviour": gone,
+                         "damage_na": na})
     return frame(rows)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 
 from . import io
-from . import metrics as M
 from . import vocab
 
 
@@ -43,18 +42,14 @@ def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, n
                       title=_noted(f"{task}: cumulative {ablation} ablation (ranked)", note)), png, pdf)
 
 
-def fig_scale(tables: dict, png, pdf, ablation: str = ""):
-    """Top head score and heads-to-80% against parameter count, a column per task (Table 1 CSVs)."""
+def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8):
+    """Top head score and heads-to-threshold against parameter count, a column per task (Table 1
+    CSVs, read as they are: count and bounded flag, no label to parse back)."""
     from . import plots
 
-    title = f"Top head and heads-to-80% against scale ({ablation} ablation)" if ablation else ""
-    save(plots.scale({t: _heads_to_labels(io.read_csv(p)) for t, p in tables.items()}, title=title), png, pdf)
-
-
-def _heads_to_labels(t: pl.DataFrame) -> pl.DataFrame:
-    """heads_to_80 as plots.scale reads it: 'K', or '> K' where bounded (annotated, not plotted)."""
-    labels = [M.heads_to_label(c, b) for c, b in zip(t["heads_to_80"], t["heads_to_80_bounded"])]
-    return t.with_columns(pl.Series("heads_to_80", labels, dtype=pl.String))
+    pct = f"{100 * threshold:g}%"
+    title = f"Top head and heads-to-{pct} against scale ({ablation} ablation)" if ablation else ""
+    save(plots.scale({t: io.read_csv(p) for t, p in tables.items()}, title=title, threshold=threshold), png, pdf)
 
 
 def fig_stability(task, primary: str, panels: list, png, pdf):
@@ -65,9 +60,10 @@ def fig_stability(task, primary: str, panels: list, png, pdf):
                                        f"({primary} ablation)"), png, pdf)
 
 
-def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf):
+def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf, threshold: float = 0.8):
     """The sweep figure from `writers.write_sweep`'s summary and per-model rows."""
     from . import plots
 
-    save(plots.sweep(summary, per_model, title=f"{task}: {ablation} ablation across seeds "
-                     f"(top head: mean and {int(ci * 100)}% interval; heads-to-80%: median)"), png, pdf)
+    save(plots.sweep(summary, per_model, threshold=threshold, title=f"{task}: {ablation} ablation across seeds "
+                     f"(top head: mean and {int(ci * 100)}% interval; heads-to-{100 * threshold:g}%: median)"),
+         png, pdf)

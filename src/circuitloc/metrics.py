@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -31,30 +32,78 @@ def heads_to_threshold(curve_damage, threshold: float = 0.8) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class HeadsTo:
+    """Heads-to-threshold, the one value type: `count` units reach the threshold or, `bounded`, a
+    curve of `count` steps never did (the true count is more than K). Tables store count and
+    bounded (`columns`); `label` is the one formatter ('K' or '> K'); statistics read `censored`
+    (the bound K stays K, flagged) and never a made-up K + 1. Nothing parses a label back."""
+
+    count: int
+    bounded: bool
+    n_units: int
+    threshold: float = 0.8
+
+    @classmethod
+    def of_curve(cls, curve_damage, threshold: float, n_units: int) -> "HeadsTo":
+        h = heads_to_threshold(curve_damage, threshold)
+        return cls(int(h if h is not None else len(curve_damage)), h is None, int(n_units), float(threshold))
+
+    @property
+    def frac(self) -> float:
+        """count / units (for a bounded value: its bound's fraction; read with `bounded`)."""
+        return float(self.count) / float(self.n_units)
+
+    def label(self, frac: bool = False) -> str:
+        return heads_to_label(self.frac if frac else self.count, self.bounded)
+
+    def censored(self) -> tuple[float, float, bool]:
+        """(count, fraction, censored) for statistics: a bound stays its bound, flagged."""
+        return float(self.count), self.frac, bool(self.bounded)
+
+    def columns(self, name: str) -> dict:
+        """{name: count, name_bounded: flag, name_frac: fraction or NaN where bounded}."""
+        return {name: self.count, f"{name}_bounded": self.bounded,
+                f"{name}_frac": float("nan") if self.bounded else self.frac}
+
+
+def heads_to_name(threshold: float = 0.8, method: str = "ranked") -> str:
+    """The column of heads-to-threshold: heads_to_{percent} (heads_to_80 at 0.8, heads_to_90 at
+    0.9), `_greedy` for the greedy curve. The threshold is in the name, so a table read alone says
+    which threshold it used and tables at 0.8 keep their columns."""
+    pct = f"{100 * float(threshold):.10g}".replace(".", "_")
+    return f"heads_to_{pct}" + ("" if method == "ranked" else f"_{method}")
+
+
 def heads_to(curve_damage, threshold: float = 0.8) -> tuple[int, bool]:
-    """Heads-to-threshold as a number and a flag: (the first step reaching the threshold, False), or
-    for a curve that never gets there (its K steps, True): bounded, the count is more than K. Tables
-    store both (heads_to_80, heads_to_80_bounded); only markdown writes '> K' (`heads_to_label`)."""
+    """Heads-to-threshold as (count, bounded) (`HeadsTo` without its units)."""
     h = heads_to_threshold(curve_damage, threshold)
     return (h, False) if h is not None else (len(curve_damage), True)
 
 
 def heads_to_label(count, bounded: bool) -> str:
-    """'K' or, bounded, '> K'."""
+    """'K' or, bounded, '> K': the one formatter of heads-to-threshold."""
     return f"> {count:g}" if bounded else f"{count:g}"
 
 
 def heads_to_censored(count, bounded: bool, n_units) -> tuple[float, float, bool]:
-    """(count, fraction of units, censored) for statistics: a bounded count stays its bound K with
-    censored = True (the true value lies above it); no made-up number enters a mean or a test."""
-    return float(count), float(count) / float(n_units), bool(bounded)
+    """(count, fraction of units, censored) for statistics (`HeadsTo.censored`)."""
+    return HeadsTo(count, bool(bounded), int(n_units)).censored()
 
 
-def heads_to_lower_bound(count, bounded: bool, n_units) -> tuple[float, float, bool]:
-    """(count, fraction, bounded) for a comparison: a bounded '> K' becomes its least possible
-    value K + 1 (flagged)."""
-    k = float(count) + 1 if bounded else float(count)
-    return k, k / float(n_units), bool(bounded)
+def curve_area(curve_damage, n_units: int) -> float:
+    """Threshold-free concentration: the area under the damage curve against the fraction of units
+    ablated, from (0, 0) through each step (trapezoids), damage clipped to [0, 1] (the task gone is
+    gone; an ablation that helps counts as no damage). A curve that stops before every unit is
+    held at its last damage to fraction 1 (`curve_area_covered` says how far it ran). 1: one unit
+    removes the task; about 0.5: damage grows linearly with units. Never censored, no threshold."""
+    d = np.clip(np.asarray(curve_damage, float), 0.0, 1.0)
+    if len(d) == 0 or not np.isfinite(d).all() or n_units <= 0:
+        return float("nan")
+    x = np.r_[0.0, np.arange(1, len(d) + 1) / float(n_units)]
+    y = np.r_[0.0, d]
+    area = float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
+    return area + max(0.0, 1.0 - x[-1]) * float(d[-1])
 
 
 # Drops below this fraction of the largest one count as no drop: a cut at exactly 0 would let float

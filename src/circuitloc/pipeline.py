@@ -112,15 +112,23 @@ def curve(*, task_name, card, dataset, scores_path, ablation, cfg, seed, out_cur
                           clean_pp=clean_pp, bootstrap=bootstrap)
     if "greedy" in cfg["methods"]:
         rows += A.greedy_curve(job.scanner, job.prompts, ranked, job.task, clean, floor,
-                               int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
+                               int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"),
+                               select=greedy_selection(task_name=task_name, card=card, full=full, ablation=ablation,
+                                                       batch_tokens=batch_tokens, device=device, opts=opts,
+                                                       metric=metric, job=job))
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(job.df), pl.Int64),
                                      n_units=pl.lit(len(job.units), pl.Int64),
                                      # which prompts: heldout (none used for scoring) or all
                                      prompts=pl.lit(prompts), metric=pl.lit(job.task.metric_name),
+                                     # ranking and greedy choices: made on the scoring prompts
+                                     select_prompts=pl.lit("scoring"),
                                      # facts: the metrics it is not ranked on, clean on the curve prompts
                                      **{f"{k}_clean": pl.lit(float(clean_all[k].mean()), pl.Float64)
                                         for k in job.task.extra})
+    if bootstrap:  # how clearly clean stands above its floor on the curve prompts (the conditioning rule)
+        lo, hi = A.clean_span(clean_pp, floor_pp, job.task, bootstrap)
+        df = df.with_columns(clean_span_lo=pl.lit(lo, pl.Float64), clean_span_hi=pl.lit(hi, pl.Float64))
     ctrl = A.random_control(job.scanner, job.prompts, job.units, job.task, clean, card["n_layers"],
                             int(cfg["control_draws"]), seed, exclude=[ranked[0].label])
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
@@ -128,6 +136,15 @@ def curve(*, task_name, card, dataset, scores_path, ablation, cfg, seed, out_cur
     io.write_parquet(ctrl, out_control)
     log.info("curve %s/%s/%s: clean %.4f, final damage %.3f", task_name, card["name"], ablation, clean,
              df.filter(pl.col("method") == "ranked")["damage"][-1])
+
+
+def greedy_selection(*, task_name, card, full, ablation, batch_tokens, device, opts, metric, job):
+    """(scanner, prompts, clean) of the scoring prompts, on which each greedy step is chosen while
+    the curve is reported on the job's (held-out) prompts: the greedy curve, like the ranking, is
+    selected on one set of prompts and measured on another (issue 23)."""
+    sel = AblationJob(task_name=task_name, card=card, dataset=full, ablation=ablation, batch_tokens=batch_tokens,
+                      device=device, opts=opts, metric=metric, loaded=(job.model, job.tok), self_check=False)
+    return sel.scanner, sel.prompts, float(sel.clean_per_prompt().mean())
 
 
 # -- beyond the paper: specificity ---------------------------------------------------------

@@ -212,26 +212,33 @@ def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float =
     return fig
 
 
-def _heads_to_80(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(value or bound, censored) of heads_to_80, whose '> K' means it never reached 80% in K."""
-    raw = df["heads_to_80"].cast(pl.String).str.strip_chars().to_list()
-    cens = np.array([str(r).startswith(">") for r in raw])
-    vals = np.array([float(str(r).lstrip("> ")) if r not in (None, "", "nan") else np.nan for r in raw])
+def _heads_to(df: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(count or bound, bounded) of a Table 1's heads-to-threshold (`metrics.HeadsTo` columns: the
+    count and its `_bounded` flag; empty where the conditioning rule refused it)."""
+    vals = _np(df, name)
+    cens = df[f"{name}_bounded"].cast(pl.Boolean).fill_null(False).to_numpy() if f"{name}_bounded" in df.columns \
+        else np.zeros(len(df), bool)
     return vals, cens
 
 
-def scale(table1s: dict, title: str = ""):
+def scale(table1s: dict, title: str = "", threshold: float = 0.8):
     """Top head score and heads-to-80% against parameter count, a column per task; one line per
     family and attention type (the toy pair is two points of one size: MHA and GQA), one colour and
     marker each (`style`) in every panel, one legend for the figure. Both rows start at 0 and share
-    their y range across tasks; the parameter axis is shared too. A curve that never reached 80%
-    ('> K') is an open triangle at its bound K, labelled '> K'."""
-    cols = ["family", "attention", "n_params", "top_head_pct", "top_head_pct_lo", "top_head_pct_hi", "heads_to_80"]
-    tables = {t: frame(df, cols) for t, df in table1s.items()}
+    their y range across tasks; the parameter axis is shared too. A curve that never reached the
+    threshold ('> K') is an open triangle at its bound K, labelled '> K'. A percentage the
+    conditioning rule refused (clean ≈ floor: empty in Table 1) is marked with an x on the axis and
+    'n/a', never plotted."""
+    from .metrics import heads_to_label, heads_to_name
+
+    name, pct_label = heads_to_name(threshold), f"{100 * threshold:g}%"
+    cols = ["family", "attention", "n_params", "top_head_pct", "top_head_pct_lo", "top_head_pct_hi", name,
+            f"{name}_bounded"]
+    tables = {t: frame(df, [c for c in cols if c in df.columns]) for t, df in table1s.items()}
     tasks = list(tables)
     fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(3.6 * max(1, len(tasks)) + 0.4, 6.6), squeeze=False,
                              sharex=True, sharey="row", layout="constrained")
-    seen, pct, heads, xs, any_censored = {}, [0.0], [0.0], [], False
+    seen, pct, heads, xs, any_censored, any_refused = {}, [0.0], [0.0], [], False, False
     for c, task in enumerate(tasks):
         t = tables[task]
         groups = sorted({(str(f), str(a).lower()) for f, a in zip(t["family"].to_list(), t["attention"].to_list())},
@@ -246,13 +253,18 @@ def scale(table1s: dict, title: str = ""):
             y = _np(g, "top_head_pct")
             kw = {"color": st["color"], "marker": st["marker"], "ls": st["linestyle"], "ms": 7}
             axes[0, c].plot(x, y, **kw)
+            for xi in x[~np.isfinite(y)]:  # refused (clean ≈ floor): marked, not plotted
+                any_refused = True
+                axes[0, c].plot([xi], [0.0], marker="x", color=st["color"], ms=8, ls="none", clip_on=False)
+                axes[0, c].annotate("n/a", (xi, 0.0), xytext=(4, 4), textcoords="offset points", fontsize=8,
+                                    color=st["color"])
             pct += list(y)
             if "top_head_pct_lo" in g.columns and "top_head_pct_hi" in g.columns:
                 lo, hi = _np(g, "top_head_pct_lo"), _np(g, "top_head_pct_hi")
                 axes[0, c].errorbar(x, y, yerr=np.nan_to_num(np.clip([y - lo, hi - y], 0, None)), fmt="none",
                                     ecolor=st["color"], elinewidth=1, capsize=3)
                 pct += list(hi)
-            h, cens = _heads_to_80(g)
+            h, cens = _heads_to(g, name)
             axes[1, c].plot(x, np.where(cens, np.nan, h), **kw)  # the line breaks at a censored size
             heads += list(h)
             if cens.any():
@@ -260,14 +272,14 @@ def scale(table1s: dict, title: str = ""):
                 axes[1, c].scatter(x[cens], h[cens], marker="^", s=60, facecolors="white", edgecolors=st["color"],
                                    zorder=3)
                 for xi, hi_ in zip(x[cens], h[cens]):
-                    axes[1, c].annotate(f"> {int(hi_)}", (xi, hi_), xytext=(5, 4), textcoords="offset points",
+                    axes[1, c].annotate(heads_to_label(hi_, True), (xi, hi_), xytext=(5, 4), textcoords="offset points",
                                         fontsize=8, color=st["color"])
         axes[0, c].set_title(task)
         axes[1, c].set_xlabel("parameters (log scale)")
     for ax in axes.ravel():
         ax.grid(True, axis="y", alpha=0.3)
     axes[0, 0].set_ylabel("top head score\n(% damage, one head)")
-    axes[1, 0].set_ylabel("heads to 80% damage\n(fewer = more concentrated)")
+    axes[1, 0].set_ylabel(f"heads to {pct_label} damage\n(fewer = more concentrated)")
     _from_zero(axes[0, 0], pct, top=0.0)
     _from_zero(axes[1, 0], np.asarray(heads) + 0.5, pad=0.05)
     axes[1, 0].yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -276,7 +288,9 @@ def scale(table1s: dict, title: str = ""):
                for _, st in sorted(seen.items(), key=lambda kv: _family_order(*kv[0]))]
     if any_censored:
         handles.append(Line2D([], [], color="grey", marker="^", ls="none", markerfacecolor="white",
-                              label="> K: never reached 80% in K units"))
+                              label=f"> K: never reached {pct_label} in K units"))
+    if any_refused:
+        handles.append(Line2D([], [], color="grey", marker="x", ls="none", label="n/a: clean ≈ floor"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), fontsize=9,
                    title="family · attention")
@@ -346,18 +360,21 @@ def _group_label(ratio: int, kvs: set) -> str:
     return f"{ratio}\n{kind}"
 
 
-def sweep(summary, per_model, title: str = ""):
+def sweep(summary, per_model, title: str = "", threshold: float = 0.8):
     """Top head score and heads-to-80% (ranked: count and fraction; greedy: fraction, when drawn)
     against the number of query heads per KV head (1 = MHA on the left; sizes with different head
     counts share the axis), one line per size, seeds as dots (only the toys each row uses). Top
     head: mean and t-interval across seeds. Heads-to-80%: the median (an open marker where it is a
     lower bound), a censored seed ('> K') drawn at its bound K as a triangle. A size keeps one
     colour and marker in every panel (its position among the sizes, in the summary's order)."""
+    from .metrics import heads_to_name
+
     summary, per_model = frame(summary), frame(per_model)
-    panels = [("top_head_pct", "top head score (% damage)"), ("heads_to_80", "heads to 80% damage, ranked"),
-              ("heads_to_80_frac", "heads to 80%, ranked (fraction of units)")]
-    if "heads_to_80_greedy_frac_median" in summary.columns:
-        panels.append(("heads_to_80_greedy_frac", "heads to 80%, greedy (fraction of units)"))
+    name, greedy, pct = heads_to_name(threshold), heads_to_name(threshold, "greedy"), f"{100 * threshold:g}%"
+    panels = [("top_head_pct", "top head score (% damage)"), (name, f"heads to {pct} damage, ranked"),
+              (f"{name}_frac", f"heads to {pct}, ranked (fraction of units)")]
+    if f"{greedy}_frac_median" in summary.columns:
+        panels.append((f"{greedy}_frac", f"heads to {pct}, greedy (fraction of units)"))
     sizes = list(dict.fromkeys(summary["size"].cast(pl.String).to_list()))
     mha_kv = {s: int(g["kv_heads"].max()) for (s,), g in summary.group_by(pl.col("size").cast(pl.String))}
     ratio = lambda size, kv: mha_kv[size] // int(kv)  # noqa: E731
@@ -406,7 +423,7 @@ def sweep(summary, per_model, title: str = ""):
             _from_zero(ax, ys, top=1.0, pad=0.04)
         else:
             _from_zero(ax, ys, pad=0.08)
-        if m == "heads_to_80":
+        if m == name:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8, title="size")

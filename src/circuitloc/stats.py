@@ -47,6 +47,20 @@ def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: in
     return out
 
 
+def span_interval(clean, floor, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95) -> tuple:
+    """Percentile interval of mean(clean - floor) over prompts (for a loss, floor - clean): how
+    clearly the clean metric stands above the metric with the task gone, the denominator of every
+    damage ratio. `floor`: a number or one value per prompt, resampled with the prompts."""
+    clean = np.asarray(clean, float)
+    span = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
+    span = span if higher_is_better else -span
+    if len(span) == 0:
+        return float("nan"), float("nan")
+    boots = bootstrap_weights(len(span), n_boot, seed) @ span
+    alpha = (1 - ci) / 2
+    return float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+
+
 def agreement(a, b, labels, k: int = 5) -> dict:
     """Do two conditions pick the same units? Top unit equal, Spearman of the scores, top-k overlap."""
     a, b, labels = np.asarray(a, float), np.asarray(b, float), np.asarray(labels)
@@ -106,8 +120,11 @@ def censored_scores(values, censored) -> np.ndarray:
 
 def sign_flip_p(d, exact_max: int = 16, n_mc: int = 100_000, seed: int = 0) -> float:
     """Two-sided paired permutation test of sum(d) = 0: under no difference each pair's sign is a
-    coin flip. Exact (all 2^n sign patterns) for n <= exact_max, else Monte Carlo. Pairs with d = 0
-    contribute nothing. With n pairs the smallest possible p is 2 / 2^n (0.0625 for 5 pairs)."""
+    coin flip. Exact (all 2^m sign patterns of the m pairs with d != 0) for m <= exact_max, else
+    Monte Carlo with p = (1 + k) / (1 + n_mc), k the draws at least as extreme, so never 0 (the
+    observed pattern counts as one draw). Pairs with d = 0 contribute nothing: the smallest possible
+    p is 2 / 2^m (0.0625 for 5 nonzero pairs), m the pairs whose difference is nonzero, however many
+    seeds there are."""
     d = np.asarray(d, float)
     d = d[np.isfinite(d)]
     if len(d) == 0:
@@ -115,13 +132,15 @@ def sign_flip_p(d, exact_max: int = 16, n_mc: int = 100_000, seed: int = 0) -> f
     t = abs(d.sum())
     if t == 0:
         return 1.0
+    d = d[d != 0]
     n = len(d)
+    tol = t - 1e-9 * max(1.0, t)
     if n <= exact_max:
         signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
-    else:
-        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_mc, n))
-    null = np.abs(signs @ d)
-    return float(np.mean(null >= t - 1e-9 * max(1.0, t)))
+        return float(np.mean(np.abs(signs @ d) >= tol))
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_mc, n))
+    k = int(np.sum(np.abs(signs @ d) >= tol))
+    return float((1 + k) / (1 + n_mc))
 
 
 def censored_median(values, censored) -> tuple[float, bool]:

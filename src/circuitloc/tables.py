@@ -66,12 +66,15 @@ def _curve_prompts(c: pl.DataFrame) -> str:
     return str(c["prompts"][0]) if "prompts" in c.columns else "all"
 
 
-def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8) -> pl.DataFrame:
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8,
+           min_heldout: int = 0) -> pl.DataFrame:
     """Per model: the top unit and its score on the scoring prompts (in-sample: those prompts also
     selected it), the same unit's score on the curve prompts (`_heldout`: the ranked curve's first
     step ablates exactly the top unit; held-out prompts unless `curve_prompts` is 'all'), the
-    baseline and heads-to-80% on the curve prompts. `n_score_prompts`, `curve_prompts` and
-    `n_curve_prompts` say which prompts each number used."""
+    baseline, heads-to-threshold (`heads_to_{pct}`, from the configured threshold) and the curve
+    area on the curve prompts. `n_score_prompts`, `curve_prompts` and `n_curve_prompts` say which
+    prompts each number used; a percentage the conditioning rule refuses (`damage_condition`:
+    clean ≈ floor, or fewer held-out prompts than `min_heldout`) is left empty, with `damage_note`."""
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
@@ -110,24 +113,83 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             cm = c.filter(pl.col("method") == method).sort("step")
             if len(cm) == 0:
                 continue
-            h, bounded = M.heads_to(cm["damage"].to_numpy(), threshold)
-            suffix = "" if method == "ranked" else "_greedy"
-            row[f"heads_to_80{suffix}"] = h
-            row[f"heads_to_80{suffix}_bounded"] = bounded  # more than h: the curve never reached the threshold
-            row[f"heads_to_80{suffix}_frac"] = np.nan if bounded else h / len(s)
+            # heads_to_{pct}[_greedy] (count), _bounded (never reached the threshold: more than count), _frac
+            row.update(M.HeadsTo.of_curve(cm["damage"].to_numpy(), threshold, len(s))
+                       .columns(M.heads_to_name(threshold, method)))
+        if len(ranked):  # threshold-free: area under the ranked damage curve against the fraction of units
+            row["curve_area"] = M.curve_area(ranked["damage"].to_numpy(), len(s))
+            row["curve_area_covered"] = min(1.0, len(ranked) / len(s))
         row.update(M.concentration(s["drop"].to_numpy()))
         if "aligned" in s.columns and _has_value(s["aligned"]):  # mean / resample: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
         row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
         row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]),
                                                t.higher_is_better) if "floor" in c.columns else None
-        rows.append(row)
+        row.update(damage_condition(s, c, metric, t.higher_is_better, min_heldout))
+        rows.append(_condition_row(row, threshold))
     return frame(rows)
 
 
-def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None) -> pl.DataFrame:
+# The conditioning rule: a damage percentage is a ratio over (clean - floor); where the clean
+# metric's interval on the prompts it is reported on does not lie above the floor (or a held-out
+# set is too small to carry an interval), the ratio says nothing and is not reported.
+NA_FLOOR = "n/a (clean ≈ floor)"
+
+
+def _above_floor(df: pl.DataFrame, clean_col: str, higher_is_better: bool) -> bool:
+    """Does the clean metric on these prompts lie clearly above its floor? The bootstrap interval
+    of clean - floor (`clean_span_lo`, written by score and curve jobs) above 0; a table written
+    without it falls back to the point estimate."""
+    lo = df["clean_span_lo"][0] if "clean_span_lo" in df.columns else None
+    if lo is not None:
+        return bool(math.isfinite(float(lo)) and float(lo) > 0)
+    if clean_col not in df.columns or "floor" not in df.columns:
+        return True
+    return bool(float(M.drop(float(df[clean_col][0]), float(df["floor"][0]), higher_is_better)) > 0)
+
+
+def damage_condition(scores: pl.DataFrame, curves: pl.DataFrame, metric: str, higher_is_better: bool,
+                     min_heldout: int = 0) -> dict:
+    """score_damage_ok / damage_ok: may a damage percentage be reported on the scoring prompts / on
+    the curve prompts? damage_note: why not (clean ≈ floor, or fewer held-out prompts than the
+    task's `min_heldout`: too few to carry an interval)."""
+    score_ok = _above_floor(scores, f"{metric}_clean", higher_is_better)
+    curve_ok = _above_floor(curves, "clean", higher_is_better)
+    n = int(curves["n_prompts"][0]) if "n_prompts" in curves.columns else None
+    small = _curve_prompts(curves) == "heldout" and n is not None and n < int(min_heldout or 0)
+    notes = []
+    if not score_ok:
+        notes.append(f"scoring prompts: {NA_FLOOR}")
+    if not curve_ok:
+        notes.append(f"curve prompts: {NA_FLOOR}")
+    if small:
+        notes.append(f"n/a (held out: {n} prompts < min_heldout {int(min_heldout)})")
+    return {"score_damage_ok": score_ok, "damage_ok": curve_ok and not small, "damage_note": "; ".join(notes)}
+
+
+def _condition_row(row: dict, threshold: float) -> dict:
+    """Blank every damage-based number the conditioning rule does not allow (`damage_condition`)."""
+    if not row["score_damage_ok"]:
+        for k in ("top_head_pct", "top_head_pct_lo", "top_head_pct_hi", "top_head_damage"):
+            if k in row:
+                row[k] = float("nan")
+    if not row["damage_ok"]:
+        for k in ("top_head_pct_heldout", "top_head_pct_heldout_lo", "top_head_pct_heldout_hi",
+                  "curve_area"):
+            if k in row:
+                row[k] = float("nan")
+        for method in ("ranked", "greedy"):
+            name = M.heads_to_name(threshold, method)
+            if name in row:
+                row[name], row[f"{name}_bounded"], row[f"{name}_frac"] = None, None, float("nan")
+    return row
+
+
+def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None,
+           min_heldout: int = 0) -> pl.DataFrame:
     """Per model: the top unit alone and random mid-layer units, on the curve prompts (held-out
-    unless `curve_prompts` says all)."""
+    unless `curve_prompts` says all); percentages only where the conditioning rule allows them
+    (`damage_condition`; else empty, with `damage_note`)."""
     rows = []
     for model, card in cards.items():
         c = curves[model]
@@ -139,21 +201,26 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         ctrl = controls[model]
         ctrl_pct = 100 * M.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
+        cond = damage_condition(pl.DataFrame() if scores is None else scores[model], c, metric,
+                                t.higher_is_better, min_heldout)
+        pct_ok = cond["damage_ok"]
         rows.append({
             "model": model, "attention": card["attention"], "curve_prompts": _curve_prompts(c),
             "n_curve_prompts": int(c["n_prompts"][0]) if "n_prompts" in c.columns else None,
             f"{metric}_clean": clean,
             **_top_label(first),
             f"{metric}_top_ablated": ablated,
-            "drop_pct": 100 * float(first["damage"]),
+            "drop_pct": 100 * float(first["damage"]) if pct_ok else np.nan,
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
             "control_draws": int(len(ctrl)),
             # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
-            "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) else np.nan,
-            "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) else np.nan,
+            "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
+            "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             "task_behaviour": behaves,
+            "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")
+                                                          if not n.startswith("scoring")),
         })
     return frame(rows)
 

@@ -19,15 +19,19 @@ def _cards(paths: dict) -> dict:
     return {m: io.read_json(p) for m, p in paths.items()}
 
 
-def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, threshold, out_csv, out_md):
-    """Table 1 (localization) of one task and ablation over the models (dicts model -> path)."""
-    write_table(table1(task, _cards(cards), _read(scores), _read(curves), threshold), out_csv, out_md,
-                f"Table 1 — {task}, {ablation} ablation")
+def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, threshold, out_csv, out_md,
+                 min_heldout: int = 0):
+    """Table 1 (localization) of one task and ablation over the models (dicts model -> path).
+    `min_heldout`: the task's `curves.min_heldout` (the conditioning rule)."""
+    write_table(table1(task, _cards(cards), _read(scores), _read(curves), threshold, min_heldout), out_csv, out_md,
+                f"Table 1 — {task}, {ablation} ablation (heads-to-{100 * float(threshold):g}%; percentages "
+                "n/a where the clean metric's interval does not lie above its floor)")
 
 
-def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None):
+def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None,
+                 min_heldout: int = 0):
     """Table 2 (the top unit alone against random mid-layer units) of one task and ablation."""
-    df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None)
+    df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None, min_heldout)
     write_table(df, out_csv, out_md, f"Table 2 — {task}, {ablation} ablation: top head alone, and random "
                                      "mid-layer heads as a control")
 
@@ -77,38 +81,44 @@ def write_robustness(table1s: dict, out_csv, out_md):
                 "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
 
 
-def write_sweep(task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
-                out_paired_md, opts: dict):
-    """The sweep's table and paired tests for one task and ablation. A toy that failed its held-out
-    checks (`acceptance.enforce: false` in a sweep) or shows no task behaviour is counted, never
-    used. opts: alpha and p_adjust (holm or bh) of the paired table (config `sweep:`, defaults in
-    config/schema.yaml). Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
+def write_sweep(*, task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
+                out_paired_md, opts: dict, threshold: float = 0.8):
+    """The sweep's table and paired tests for one task and ablation (keyword arguments only). A toy
+    that failed its held-out checks (`acceptance.enforce: false` in a sweep), shows no task
+    behaviour or whose damage the conditioning rule refused is counted, never used. opts: alpha and
+    p_adjust (holm or bh) of the paired table (config `sweep:`, defaults in config/schema.yaml).
+    Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
     from . import sweep as SW
 
     passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
     pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
     summary = SW.summarize(pm, ci)
     pairs = SW.paired(pm, ci, float(opts["alpha"]), str(opts["p_adjust"]))
+    pct = f"{100 * float(threshold):g}%"
     write_table(summary, out_csv, out_md, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% "
-                "t-interval across seeds per size and KV-head count (heads-to-80%: median, censored count), over "
-                "the seeds of each row's paired comparison with MHA")
+                f"t-interval across seeds per size and KV-head count (heads-to-{pct}: median, censored count), over "
+                "the seeds of each row's paired comparisons with MHA")
     n_tests = int(pairs["n_tests"][0]) if len(pairs) else 0
     write_table(pairs, out_paired_csv, out_paired_md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
-                "against the MHA model of the same seed and size (top head: paired t-test; heads-to-80%, greedy "
-                "where drawn (the verdict's, column verdict_heads_to) and ranked: exact sign-flip test on "
-                "censoring-aware ranks; p adjusted by "
-                f"{opts['p_adjust']} over the {n_tests} tests of this table)")
+                "against the MHA model of the same seed and size (top head, held out only, and curve area: paired "
+                f"t-test; heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
+                "sign-flip test on censoring-aware ranks; p adjusted by "
+                f"{opts['p_adjust']} over the {n_tests} tests of this table; verdict from the top head and "
+                "verdict_heads_to, directions in direction_*)")
     return summary, pm
 
 
-def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict):
+def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict | None = None):
     """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
-    adjusted over all of them (`sweep.overview`)."""
+    adjusted over all of them (`sweep.overview`). `extra`: {"task (label)/ablation": paired csv} of
+    another run (config `sweep.adjust_with`, e.g. facts ranked by accuracy), adjusted together."""
     from . import sweep as SW
 
-    tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paired.items()}
+    paths = {**paired, **(extra or {})}
+    tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
     df = SW.overview(tables, float(opts["alpha"]), str(opts["p_adjust"]))
     n = int(df["n_tests_all"][0]) if len(df) else 0
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
                 f"{opts['p_adjust']}-adjusted within its table (_table) and over all {n} tests of every table (_all); "
-                "verdict_all reads the latter")
+                "verdict_table and verdict_all: one verdict function on the table's directions, with the one or "
+                "the other adjustment")

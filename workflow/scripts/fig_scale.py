@@ -5,4 +5,4 @@ from circuitloc.runner import run, setup
 setup(log_path=snakemake.log[0])
 run(fig_scale, tables=dict(zip(snakemake.params.tasks, snakemake.input.tables)), png=snakemake.output.png,
     pdf=snakemake.output.pdf,
-    ablation=snakemake.wildcards.ablation)
+    ablation=snakemake.wildcards.ablation, threshold=snakemake.params.threshold)

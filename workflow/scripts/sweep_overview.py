@@ -4,4 +4,5 @@ from circuitloc.writers import write_sweep_overview
 
 setup(log_path=snakemake.log[0])
 run(write_sweep_overview, paired=dict(zip(snakemake.params.pairs, snakemake.input.paired)),
-    out_csv=snakemake.output.csv, out_md=snakemake.output.md, opts=snakemake.params.stats)
+    out_csv=snakemake.output.csv, out_md=snakemake.output.md, opts=snakemake.params.stats,
+    extra=dict(zip(snakemake.params.extra, snakemake.input.extra)))
