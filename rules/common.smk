@@ -354,3 +354,14 @@ def figure_models(task, ablation):
     from circuitloc.sweep import figure_sample
 
     return figure_sample(config["models"], models_for(task, ablation), int(config["figures"]["max_models"]))
+
+
+def sweep_adjust_with():
+    """{"task (label)/ablation": paired csv} of another run that the overview adjusts together with
+    this one's (config `sweep.adjust_with`: e.g. facts ranked by accuracy beside facts by margin)."""
+    out = {}
+    for e in config.get("sweep", {}).get("adjust_with", []):
+        for t, a in sweep_pairs():
+            if t in e["tasks"]:
+                out[f"{t} ({e['label']})/{a}"] = os.path.join(e["tables"], f"sweep_paired_{t}_{a}.csv")
+    return out

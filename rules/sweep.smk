@@ -1,5 +1,3 @@
-import os
-
 rule sweep_tables:
     input:
         table1="results/tables/table1_{task}_{ablation}.csv",
@@ -47,16 +45,6 @@ rule sweep_tables:
     script:
         "../workflow/scripts/sweep_tables.py"
 
-
-def sweep_adjust_with():
-    """{"task (label)/ablation": paired csv} of another run that the overview adjusts together with
-    this one's (config `sweep.adjust_with`: e.g. facts ranked by accuracy beside facts by margin)."""
-    out = {}
-    for e in config.get("sweep", {}).get("adjust_with", []):
-        for t, a in sweep_pairs():
-            if t in e["tasks"]:
-                out[f"{t} ({e['label']})/{a}"] = os.path.join(e["tables"], f"sweep_paired_{t}_{a}.csv")
-    return out
 
 
 rule sweep_overview:
