@@ -211,10 +211,12 @@ def test_greedy_curve_job_chooses_on_scoring_rows_and_reports_on_held_out_rows(i
 
     monkeypatch.setattr(P, "AblationJob", Spy)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score("ioi", card, data, "zero-query", scores, tmp_path / "s.prompts.parquet", opts=OPTS)
+    P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
+            out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS, batch_tokens=4096)
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 2,
            "greedy_steps": 4, "control_draws": 2, "prompts": "heldout"}
-    P.curve("ioi", card, data, scores, "zero-query", cfg, 0, curve, ctrl, opts=OPTS)
+    P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
+            out_curve=curve, out_control=ctrl, opts=OPTS, batch_tokens=4096)
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy()).tolist()
     assert len(seen) == 3, "a score job, the curve job and the greedy selection job"
     assert seen[2].tolist() == scoring and not set(seen[1].tolist()) & set(scoring)
