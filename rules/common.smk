@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
 from circuitloc.checkpoints import checkpoint_files  # noqa: E402
 from circuitloc.codehash import code_hash  # noqa: E402
+from circuitloc import hub  # noqa: E402  (standard library only: fahamu file names and paths)
 
 
 # ---- Code is a rerun trigger ---------------------------------------------------------------------
@@ -146,7 +147,6 @@ def card(model):
 # A fahamu file from the hub is fetched inside the dataset job (never at DAG-build time): the
 # config's source (repo, file) is in the job's params instead.
 IOI_RESOURCE_FILES = ("templates", "names", "places", "objects")
-FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # as in tasks/ioi.py
 
 
 def resource_path(*parts):
@@ -158,16 +158,17 @@ def ioi_resource_inputs(root, names=IOI_RESOURCE_FILES):
 
 
 def dataset_inputs(wc):
-    """Named resource files a dataset job reads: ioi: the 30 templates and a local fahamu parquet,
-    or the generator's four IOI files (the same templates, names, places, objects); facts: the facts file; induction: none."""
+    """Named resource files a dataset job reads: ioi: the 30 templates, the places and objects (a
+    sentence outside the templates gets its id from its skeleton) and a local fahamu parquet, or the
+    generator's four IOI files (the same templates, names, places, objects); facts: the facts file;
+    induction: none."""
     if wc.task == "ioi":
         src = task_config("ioi", wc.model).get("source") or {}
         fahamu = src.get("kind") == "fahamu"
-        out = ioi_resource_inputs(resource_path("ioi"), ("templates",) if fahamu else IOI_RESOURCE_FILES)
-        if fahamu and src.get("path"):
-            name = src.get("file", FAHAMU_FILES["200k"])
-            path = src["path"]
-            out["fahamu"] = os.path.join(path, FAHAMU_FILES.get(name, name)) if os.path.isdir(path) else path
+        out = ioi_resource_inputs(resource_path("ioi"),
+                                  ("templates", "places", "objects") if fahamu else IOI_RESOURCE_FILES)
+        if fahamu and hub.local_fahamu(src):
+            out["fahamu"] = hub.local_fahamu(src)
         return out
     if wc.task == "facts":
         return {"facts": task_config("facts", wc.model).get("path") or resource_path("facts", "facts.tsv")}

@@ -61,10 +61,11 @@ CASES = {
     "resources/facts/facts.tsv": _dataset("facts", *MODELS) + ["results/models/tiny/card.json"],
     # the 30 templates: the generator's and the fahamu reader's (every IOI dataset) and the toy's vocabulary
     "resources/ioi/templates.txt": _dataset("ioi", "tiny", "hf_a", "hf_b") + ["results/models/tiny/card.json"],
-    # the generator's templates and word lists: not read for hf_b, whose sentences come from fahamu
+    # the generator's names: not read for hf_b, whose sentences come from fahamu; its places and
+    # objects are (a sentence outside the 30 templates takes its id from its skeleton)
     "resources/ioi/names.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
-    "resources/ioi/places.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
-    "resources/ioi/objects.txt": _dataset("ioi", "tiny", "hf_a") + ["results/models/tiny/card.json"],
+    "resources/ioi/places.txt": _dataset("ioi", "tiny", "hf_a", "hf_b") + ["results/models/tiny/card.json"],
+    "resources/ioi/objects.txt": _dataset("ioi", "tiny", "hf_a", "hf_b") + ["results/models/tiny/card.json"],
     "fahamu.parquet": _dataset("ioi", "hf_b"),
     "resources/neutral.txt": [f"results/specificity/{m}/zero-query.parquet" for m in MODELS],
 }
