@@ -91,5 +91,5 @@ def test_editing_a_resource_plans_exactly_its_dependent_jobs(finished, resource)
             assert wc["model"] == "tiny" or wc.get("task") in ("facts", "facts_shared") \
                 or rule in ("dataset_shared_facts", "specificity"), (rule, wc)
     if resource == "fahamu.parquet":
-        assert not any(rule == "model" for rule, _ in planned)
+        assert not any(rule in ("model", "model_hf") for rule, _ in planned)
         assert {wc["model"] for _, wc in per_model} == {"hf_b"}

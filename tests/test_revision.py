@@ -98,4 +98,4 @@ def test_a_revision_change_reruns_the_model(cache, tmp_path):
     cfg["models"]["m"]["revision"] = "main"
     (run / "rev.yaml").write_text(yaml.safe_dump(cfg))
     jobs = planned_jobs(smk("-n", "--configfile", "rev.yaml", cwd=run, env=env).stdout)
-    assert ("model", {"model": "m"}) in jobs
+    assert ("model_hf", {"model": "m"}) in jobs

@@ -86,7 +86,7 @@ def test_paper_config_dry_run_builds_the_dag_offline():
     p = smk("-n", "--configfile", "config/paper.yaml")
     out = p.stdout + p.stderr
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
-    assert int(stats["model"]) == 6
+    assert int(stats["model_hf"]) == 6 and "model" not in stats  # hf models: a card, no weights of their own
     abl = 3 * 2  # zero, mean, resample x query, kv
     # ioi, induction, facts, facts_shared; group_ablations: false, so a job (and a rule) per ablation
     assert sum(int(v) for k, v in stats.items() if re.fullmatch(r"scores(_\d+)?", k)) == 6 * 4 * abl
