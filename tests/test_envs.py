@@ -209,3 +209,20 @@ def test_torch_pin_matches_setup_sh():
     assert setup, "setup.sh: no default TORCH_VERSION"
     assert "pytorch" in conda, "envs/circuitloc.yaml: no pytorch"
     assert conda["pytorch"].contains(setup.group(1)), (setup.group(1), str(conda["pytorch"]))
+
+
+def test_a_job_imports_its_own_checkouts_circuitloc(tmp_path):
+    """A .venv made in another checkout has that checkout's src/ on sys.path (an editable install):
+    _src_path must still put this checkout's src/ first, even when it is on the path already."""
+    import subprocess
+    import sys
+
+    other = tmp_path / "other" / "src" / "circuitloc"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("WHERE = 'other'\n")
+    ours = str(ROOT / "src")
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "  # the other first, ours after it
+            "sys.path.insert(0, sys.argv[3]); import _src_path, circuitloc; print(circuitloc.__file__)")
+    out = subprocess.run([sys.executable, "-c", code, str(other.parent), ours, str(ROOT / "workflow" / "scripts")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(ROOT / "src" / "circuitloc" / "__init__.py"), out
