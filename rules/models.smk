@@ -1,12 +1,7 @@
 # Models with weights of their own (toy: trained or copied here; gguf: dequantized here) declare
 # them as a directory() output, so Snakemake tracks, cleans and moves them with the card; an hf
 # model's weights stay in the Hugging Face cache (its card records the snapshot), so rule model_hf
-# writes the card only. The two rules split the models by source (wildcard constraints).
-def _models_by_weights(own):
-    names = [m for m in MODELS if (model_spec(m).get("source") != "hf") == own]
-    return one_of(names) if names else "(?!)"  # no such model: a pattern that matches nothing
-
-
+# writes the card only. The two rules split the models by source (models_by_weights, common.smk).
 rule model:
     input:
         unpack(model_inputs),
@@ -14,7 +9,7 @@ rule model:
         card="results/models/{model}/card.json",
         weights=directory("results/models/{model}/weights"),
     wildcard_constraints:
-        model=_models_by_weights(True),
+        model=models_by_weights(True),
     params:
         spec=lambda wc: model_build_spec(wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",  # toy/gguf: the output below; hf: unused
@@ -36,7 +31,7 @@ rule model_hf:
     output:
         card="results/models/{model}/card.json",
     wildcard_constraints:
-        model=_models_by_weights(False),
+        model=models_by_weights(False),
     params:
         spec=lambda wc: model_build_spec(wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",  # toy/gguf: the output below; hf: unused
