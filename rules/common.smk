@@ -414,7 +414,9 @@ def benchmark_jobs():
 
 
 def _benchmark_jobs():
-    def rule(r, wc):  # scores and curves: the rule of the job's ablation group
+    def rule(r, wc):  # scores and curves: the rule of the job's ablation group; hf models: model_hf
+        if r == "model" and model_spec(wc["model"]).get("source") == "hf":
+            return rules.model_hf
         return getattr(rules, group_rule(r, wc["group"]) if r in ("scores", "curves") else r)
 
     return [(str(rule(r, wc).benchmark).format(**wc), r, wc.get("model"))

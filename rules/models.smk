@@ -39,7 +39,7 @@ rule model_hf:
     log:
         "results/logs/models/{model}.log",
     benchmark:
-        "results/benchmarks/model/{model}.tsv",
+        "results/benchmarks/model_hf/{model}.tsv",
     threads: 1
     resources:
         **job_resources("model"),

@@ -155,6 +155,8 @@ CONFIG = {
     "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 8, "n_score": 4},
               "induction": {"n": 8, "n_score": 4, "prefix_len": [3, 5], "suffix_len": [6, 10]}},
     "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 2},
+    # said here: the default config's ablations would merge in (config/config.yaml always loads)
+    "ablation": {"kinds": ["zero"], "units": ["query"]},
 }
 
 

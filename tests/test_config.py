@@ -83,6 +83,12 @@ def test_a_config_with_its_own_models_replaces_the_defaults_models(tmp_path):
     for name in ("sweep.yaml", "sweep_capacity.yaml", "sweep_large.yaml"):  # models: {} plus a sweep
         cfg = effective_config(DEFAULT, [ROOT / "config" / name])
         assert cfg["models"] == {} and cfg["sweep"] == yaml.safe_load((ROOT / "config" / name).read_text())["sweep"]
+    # a sweep config without any models: key gets only the sweep's toys too, as before the merge
+    sweep_only = tmp_path / "sweep_only.yaml"
+    layer = yaml.safe_load((ROOT / "config" / "sweep.yaml").read_text())
+    layer.pop("models")
+    sweep_only.write_text(yaml.safe_dump(layer))
+    assert effective_config(DEFAULT, [sweep_only])["models"] == {}
     # and the overlay after it adds to it, as to the default
     cfg = effective_config(DEFAULT, [ROOT / "config" / "sweep_capacity.yaml", ROOT / "config" / "facts_accuracy.yaml"])
     assert cfg["models"] == {} and cfg["tasks"]["facts"]["metric"] == "accuracy" and cfg["tasks"]["facts"]["n_score"] == 60

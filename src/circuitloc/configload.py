@@ -74,12 +74,15 @@ def _apply(cfg: dict, layer: dict) -> dict:
     for key in REPLACED:
         if key in layer:
             cfg = {**cfg, key: {}}
+    if "sweep" in layer and "models" not in layer:  # a sweep config brings its toys: none of the default's
+        cfg = {**cfg, "models": {}}
     return merge(cfg, layer)
 
 
 def effective_config(default, configfiles=(), overrides=None) -> dict:
     """The default file, then each config file, then the `--config` overrides (a mapping), each
-    merged onto what came before (see `merge`); a layer's `models:` replaces the models below it."""
+    merged onto what came before (see `merge`); a layer's `models:` replaces the models below it, and
+    so does a layer's `sweep:` section (its toys are the models) when it has no `models:`."""
     cfg = load_layer(default) if default else {}
     for path in configfiles or ():
         cfg = _apply(cfg, load_layer(path))
