@@ -1,18 +1,25 @@
 # circuitloc: how concentrated are the attention-head circuits of language models?
 # Stages: models -> datasets -> scores -> curves -> tables / figures (see README).
+import os
+import sys
 import time
 
 from snakemake.utils import min_version, validate
 
-min_version("8.0")
+min_version("9.0")
 
 
-# The embedded default unless a --configfile is given: two configs must never merge their models.
-if not config:
+# The embedded default always loads; every --configfile, then --config k=v, merges onto it
+# (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
+# mix). circuitloc.configload does the merge; an unknown key anywhere is an error naming its path.
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+from circuitloc.configload import check_unknown_keys, effective_config  # noqa: E402  (no heavy imports)
 
-    configfile: "config/config.yaml"
-
-
+_effective = effective_config(os.path.join(workflow.basedir, "config", "config.yaml"),
+                              workflow.overwrite_configfiles, workflow.config_settings.config)
+config.clear()
+config.update(_effective)
+check_unknown_keys(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
 validate(config, "config/schema.yaml")
 
 

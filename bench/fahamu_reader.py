@@ -77,7 +77,7 @@ def main():
         p.join()
     print(f"read_fahamu: {r['source_rows']:,} rows, pool {args.pool}: {r['seconds']:.1f} s, peak RSS "
           f"{r['peak_mb']:.0f} MB (after imports {r['baseline_mb']:.0f} MB, so +{r['peak_mb'] - r['baseline_mb']:.0f} MB "
-          f"for the read); sampled {r['sampled']}, no template {r['dropped_no_template']}, kept {r['kept']}")
+          f"for the read); sampled {r['sampled']}, matched {r['matched_template']}, own template {r['own_template']}, unparsed {r['dropped_unparsed']}, kept {r['kept']}")
     ok = r["peak_mb"] < 1024 and r["seconds"] < 60
     print("goal (< 1 GB, < 1 minute):", "met" if ok else "NOT met")
     return 0 if ok else 1

@@ -112,6 +112,13 @@ def model_build_spec(model):
     return {k: v for k, v in model_spec(model).items() if k not in ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)}
 
 
+def models_by_weights(own):
+    """A wildcard pattern of the models with weights of their own (toy, gguf: rule model) or without
+    (hf: rule model_hf); one that matches nothing when there are none."""
+    names = [m for m in MODELS if (model_spec(m).get("source") != "hf") == own]
+    return "|".join(re.escape(m) for m in names) if names else "(?!)"
+
+
 def task_config(task, model):
     """The task's global settings with the model's own overrides on top."""
     base = vocab.base_task(task).name

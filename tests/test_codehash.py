@@ -155,6 +155,8 @@ CONFIG = {
     "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 8, "n_score": 4},
               "induction": {"n": 8, "n_score": 4, "prefix_len": [3, 5], "suffix_len": [6, 10]}},
     "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 2},
+    # said here: the default config's ablations would merge in (config/config.yaml always loads)
+    "ablation": {"kinds": ["zero"], "units": ["query"]},
 }
 
 
@@ -176,7 +178,10 @@ def finished(tmp_path_factory):
              for f in line.split(",")}
     for f in files:
         (run / f).parent.mkdir(parents=True, exist_ok=True)
-        (run / f).write_text("")
+        if f.endswith("/weights"):  # a toy's weights: a directory() output
+            (run / f).mkdir(exist_ok=True)
+        else:
+            (run / f).write_text("")
     # every job touched in DAG order, so every job has a record of its params (a plain --touch skips
     # the jobs already up to date by modification time, and their params could never change)
     smk("--touch", "--forceall", "--cores", "1", "--configfile", "code.yaml", cwd=run, env=env)
@@ -227,7 +232,7 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
     planned = _planned_after_edit(finished, "circuitloc/models/toy.py", lambda t: _edit_function(t, "train_toy"))
     assert _planned(finished) == []  # the edit undone: up to date again, no rerun recorded
     affected = _rules_running(finished, "circuitloc/models/toy.py")
-    assert affected == ["model"]  # only the model stage's script imports the toy trainer
+    assert affected == ["model", "model_hf"]  # only the model stage's script (both its rules) imports the toy trainer
     assert ("model", (("model", "tiny"),)) in planned
     downstream_of_tiny = _planned(finished, "--forcerun", "results/models/tiny/card.json")
     assert set(downstream_of_tiny) <= set(planned)

@@ -123,6 +123,21 @@ def test_scale_marks_a_refused_percentage_and_names_the_threshold():
     assert bottom.get_ylim()[1] >= 4
 
 
+def test_scale_labels_of_two_censored_models_do_not_overlap():
+    """The toy pair (0.64M and 0.59M parameters) both '> 8': two labels, neither on top of the other."""
+    t = ALL.with_columns(pl.lit(8).alias("heads_to_80"), pl.lit(True).alias("heads_to_80_bounded"))
+    fig = plots.scale({"ioi": t})
+    fig.canvas.draw()
+    bottom = fig.axes[1]
+    labels = [a for a in bottom.texts if a.get_text() == "> 8"]
+    assert len(labels) == 3
+    boxes = [a.get_window_extent() for a in labels]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (labels[i].get_position(), labels[j].get_position())
+    plt.close(fig)
+
+
 def test_curves_accept_polars_and_start_at_zero():
     cards = {"a": {"family": "toy", "attention": "mha"}, "b": {"family": "toy", "attention": "gqa"},
              "c": {"family": "smollm2", "attention": "gqa", "n_params": SMOL}}

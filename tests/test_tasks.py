@@ -21,8 +21,9 @@ def test_generator_makes_abba_and_baba_with_io_last():
     templates = ioi.load_templates()
     assert (df["order"] == "ABBA").sum() == 20
     assert [ioi.template_order(templates[k]) for k in df["template"]] == df["order"].to_list()
-    rows, unmatched = ioi.match_templates([f"{p} {io}" for p, io in zip(df["prompt"], df["io"])], templates)
-    assert unmatched == 0 and rows["template"].to_list() == df["template"].to_list()
+    rows, counts = ioi.match_templates([f"{p} {io}" for p, io in zip(df["prompt"], df["io"])], templates)
+    assert counts == {"matched_template": 40, "own_template": 0, "dropped_unparsed": 0}
+    assert rows["template"].to_list() == df["template"].to_list()
 
 
 def test_filter_drops_and_counts_names_that_split():
@@ -39,7 +40,7 @@ def test_filter_drops_and_counts_names_that_split():
     assert counts["dropped_multitoken_name"] == 2 and counts["kept"] == 1
     assert list(df["io"]) == ["Mary"]
     assert df["input_ids"][0][0] == tok.bos_token_id
-    with pytest.raises(DatasetError, match="single-token"):
+    with pytest.raises(DatasetError, match=r"dropped_multitoken_name filter.*removed all 2"):
         ioi.build(raw[1:], tok, True, 10, 1, 0)
 
 
@@ -59,17 +60,20 @@ def _fahamu_rows(n, seed, extra=()):
     return pl.DataFrame({"ioi_sentences": list(truth["sentence"]) + list(extra)}), truth.drop("sentence")
 
 
-UNMATCHED = ["When John and Mary went out, John gave a book to Mary.",  # no such template
-             "Then, Mary and John went to the store. John gave a drink to John",  # IO = S
+# not of fahamu's form: dropped (dropped_unparsed)
+UNMATCHED = ["Then, Mary and John went to the store. John gave a drink to John",  # IO = S
              "Then, Mary and John went to the store. Mary gave a drink to Mary",  # the IO repeated, S never
-             "Afterwards, Anna and Tom had a lovely time. Tom gave a cake to Anna",
+             "Then, Mary and John and Anna went to the store. Anna and John gave a drink to Mary",  # two S
              ""]
+# of fahamu's form but from no template of the 30: kept, with ids of their own skeletons
+OWN = ["When John and Mary went out, John gave a book to Mary.",
+       "Afterwards, Anna and Tom had a lovely time. Tom gave a cake to Anna"]
 
 
 @pytest.fixture(scope="module")
 def fahamu_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("fahamu") / "mecha_ioi_200k.parquet"
-    raw, truth = _fahamu_rows(3000, seed=5, extra=UNMATCHED)
+    raw, truth = _fahamu_rows(3000, seed=5, extra=UNMATCHED + OWN)
     raw.write_parquet(path, row_group_size=500)
     return path, truth
 
@@ -77,12 +81,16 @@ def fahamu_file(tmp_path_factory):
 def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
     path, truth = fahamu_file
     rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
-    assert counts == {"source_rows": 3000 + len(UNMATCHED), "sampled": 3000 + len(UNMATCHED),
-                      "dropped_no_template": len(UNMATCHED)}
+    n = 3000 + len(UNMATCHED) + len(OWN)
+    assert counts == {"source_rows": n, "sampled": n, "matched_template": 3000, "own_template": len(OWN),
+                      "dropped_unparsed": len(UNMATCHED)}
     assert list(rows.columns) == ["prompt", "io", "s", "order", "template"]
     for col in ("prompt", "io", "s", "order", "template"):  # row order is file order
-        assert rows[col].to_list() == truth[col].to_list(), col
-    assert set(rows["template"]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
+        assert rows[col].to_list()[:3000] == truth[col].to_list(), col
+    assert rows[3000:].select("io", "s", "order").rows() == [("Mary", "John", "BABA"), ("Anna", "Tom", "ABBA")]
+    assert rows["prompt"][3000] == "When John and Mary went out, John gave a book to"
+    assert min(rows["template"][3000:]) >= 2**32 and rows["template"][3000] != rows["template"][3001]
+    assert set(rows["template"][:3000]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
     # nouns the shipped lists lack (fahamu's may differ) still match: only the template's words are fixed
     odd, _ = ioi.match_templates(["The old train station Mary and John went to had a box of chocolates. "
                                   "John gave it to Mary"], ioi.load_templates())
@@ -105,12 +113,12 @@ def test_fahamu_sample_is_seeded_bounded_and_lazy(fahamu_file, monkeypatch):
     a, ca = ioi.read_fahamu(path, pool=400, seed=1)
     b, _ = ioi.read_fahamu(path, pool=400, seed=1)
     c, _ = ioi.read_fahamu(path, pool=400, seed=2)
-    assert scans and ca["sampled"] == 400 and len(a) == 400 - ca["dropped_no_template"]
+    assert scans and ca["sampled"] == 400 and len(a) == 400 - ca["dropped_unparsed"]
     assert a.equals(b) and not a.equals(c)
     assert ioi.read_fahamu(path, pool=400, seed=1, window=700)[0].equals(a)  # many windows, same sample
-    assert set(a["prompt"]) <= set(truth["prompt"])
+    assert set(a["prompt"]) <= set(truth["prompt"]) | {s.rsplit(" ", 1)[0] for s in OWN}
     big, _ = ioi.read_fahamu(path, pool=10**6, seed=1)  # a pool larger than the file: every row
-    assert len(big) == 3000
+    assert len(big) == 3000 + len(OWN)
 
 
 def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
@@ -142,6 +150,72 @@ def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(tmp_path, file
     msg = out.stdout + out.stderr
     assert str(cache) in msg, msg
     assert f"hf download fahamu/ioi {name} --repo-type dataset" in msg, msg
+
+
+# Ten templates of a user's own, in five ABBA/BABA pairs; two begin with a name.
+OWN_TEMPLATES = [
+    "{IO} and {S} were sitting in the {PLACE} when {S} handed a {OBJECT} to",
+    "{S} and {IO} were sitting in the {PLACE} when {S} handed a {OBJECT} to",
+    "Yesterday {IO} met {S} near the {PLACE}, and {S} lent a {OBJECT} to",
+    "Yesterday {S} met {IO} near the {PLACE}, and {S} lent a {OBJECT} to",
+    "At the {PLACE}, {IO} and {S} argued; later {S} wrote a letter to",
+    "At the {PLACE}, {S} and {IO} argued; later {S} wrote a letter to",
+    "Because {IO} and {S} were late, {S} sent a {OBJECT} to",
+    "Because {S} and {IO} were late, {S} sent a {OBJECT} to",
+    "Once {IO} and {S} had cleaned the {PLACE}, {S} threw the {OBJECT} to",
+    "Once {S} and {IO} had cleaned the {PLACE}, {S} threw the {OBJECT} to",
+]
+
+
+def test_fahamu_file_from_other_templates_keeps_every_sentence(tmp_path):
+    """A file in fahamu's format whose sentences come from templates outside the 30: every sentence is
+    kept with its IO, S and order, and one template id per template (so ABBA and BABA forms of one
+    template are two groups, as the 30's are), the same in every read."""
+    import random
+
+    res = ioi.load_resources()
+    rng = random.Random(7)
+    truth, sentences = [], []
+    for i in range(200):
+        k = i % len(OWN_TEMPLATES)
+        io, s = rng.sample(res["names"], 2)
+        prompt = ioi.fill(OWN_TEMPLATES[k], io, s, rng.choice(res["places"]), rng.choice(res["objects"]))
+        truth.append((prompt, io, s, "ABBA" if k % 2 == 0 else "BABA", k))
+        sentences.append(f"{prompt} {io}" + ("." if i % 4 == 0 else ""))
+    path = tmp_path / "own.parquet"
+    pl.DataFrame({"ioi_sentences": sentences}).write_parquet(path)
+    rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
+    assert counts == {"source_rows": 200, "sampled": 200, "matched_template": 0, "own_template": 200,
+                      "dropped_unparsed": 0}
+    assert rows.select("prompt", "io", "s", "order").rows() == [t[:4] for t in truth]
+    ids = rows["template"].to_list()
+    by_template = {}
+    for (*_, k), tid in zip(truth, ids):
+        by_template.setdefault(k, set()).add(tid)
+    assert all(len(v) == 1 for v in by_template.values()), by_template  # one id per template
+    assert len({next(iter(v)) for v in by_template.values()}) == len(OWN_TEMPLATES)  # distinct ids
+    assert min(ids) >= 2**32  # never one of the 30's line numbers
+    assert ioi.read_fahamu(path, pool=None, seed=3)[0]["template"].to_list() == ids  # stable
+    # the same sentences with another template list: the same ids (they come from the skeleton)
+    assert ioi.match_templates(sentences, ioi.load_templates()[:5])[0]["template"].to_list() == ids
+
+
+def test_templates_beginning_with_a_slot_match():
+    templates = OWN_TEMPLATES[:2] + ioi.load_templates()
+    rows, counts = ioi.match_templates(
+        ["Mary and John were sitting in the office when John handed a key to Mary",
+         "John and Mary were sitting in the office when John handed a key to Mary.",
+         "Then, Mary and John went to the store. John gave a drink to Mary"], templates)
+    assert counts == {"matched_template": 3, "own_template": 0, "dropped_unparsed": 0}
+    assert rows.select("io", "s", "order", "template").rows() == [
+        ("Mary", "John", "ABBA", 0), ("Mary", "John", "BABA", 1), ("Mary", "John", "ABBA", 2)]
+
+
+def test_an_all_dropped_fahamu_file_names_its_filter(tmp_path):
+    path = tmp_path / "bad.parquet"
+    pl.DataFrame({"ioi_sentences": UNMATCHED}).write_parquet(path)
+    with pytest.raises(DatasetError, match=r"dropped_unparsed filter removed them all.*'dropped_unparsed': 4"):
+        ioi.read_fahamu(path, pool=None, seed=0)
 
 
 def test_induction_sequences_put_a_and_b_in_place():

@@ -40,10 +40,15 @@ def read_benchmark(path) -> dict:
     return row
 
 
+# rules that are another form of a stage: a hub model's card without weights of its own
+STAGE_ALIASES = {"model_hf": "model"}
+
+
 def stage_of(rule: str) -> str:
     """The stage a rule belongs to: a rule made per group of ablations (`scores__zero_mean__query`)
-    counts under its stage (`scores`)."""
-    return rule.split("__", 1)[0]
+    counts under its stage (`scores`), `model_hf` under `model`."""
+    stage = rule.split("__", 1)[0]
+    return STAGE_ALIASES.get(stage, stage)
 
 
 def record_dag(jobs, path, exclude=()) -> list:

@@ -38,7 +38,7 @@ def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, n
     from . import plots
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(data, {m: io.read_json(p) for m, p in cards.items()}, "ranked", threshold,
+    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", threshold,
                       title=_noted(f"{task}: cumulative {ablation} ablation (ranked)", note)), png, pdf)
 
 

@@ -87,6 +87,35 @@ def read_json(path):
                             "writes it") from e
 
 
+# What every later stage reads from a model's card.json (circuitloc.models.card writes more).
+CARD_KEYS = ("name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model", "d_head",
+             "n_params", "dtype", "prepend_bos", "path")
+
+
+class Card(dict):
+    """A card.json whose missing key is an ArtifactError naming the file and the key, not a bare KeyError."""
+
+    path = ""
+
+    def __missing__(self, key):
+        raise ArtifactError(f"{self.path}: model card has no {key!r}; delete it and rerun its models job "
+                            f"(snakemake --forcerun model)")
+
+
+def read_card(path):
+    """A model's card.json, checked for the keys later stages read (CARD_KEYS)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: model card is not a JSON object; delete it and rerun its models job")
+    missing = [k for k in CARD_KEYS if k not in data]
+    if missing:
+        raise ArtifactError(f"{path}: model card lacks {', '.join(map(repr, missing))}; delete it and rerun "
+                            f"its models job (snakemake --forcerun model)")
+    card = Card(data)
+    card.path = str(path)
+    return card
+
+
 def read_parquet(path, columns: tuple | list = (), what: str = "table"):
     """A parquet artifact as a polars DataFrame; unreadable (truncated, not parquet) or lacking a
     required column is an ArtifactError naming the file, the problem and the missing columns."""

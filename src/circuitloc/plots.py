@@ -241,6 +241,7 @@ def scale(table1s: dict, title: str = "", threshold: float = 0.8):
     seen, pct, heads, xs, any_censored, any_refused = {}, [0.0], [0.0], [], False, False
     for c, task in enumerate(tasks):
         t = tables[task]
+        stacked = {}  # '> K' labels of models at about the same size and bound: one above the other
         groups = sorted({(str(f), str(a).lower()) for f, a in zip(t["family"].to_list(), t["attention"].to_list())},
                         key=lambda k: _family_order(*k))
         for family, attention in groups:
@@ -272,7 +273,8 @@ def scale(table1s: dict, title: str = "", threshold: float = 0.8):
                 axes[1, c].scatter(x[cens], h[cens], marker="^", s=60, facecolors="white", edgecolors=st["color"],
                                    zorder=3)
                 for xi, hi_ in zip(x[cens], h[cens]):
-                    axes[1, c].annotate(heads_to_label(hi_, True), (xi, hi_), xytext=(5, 4), textcoords="offset points",
+                    k = _label_slot(stacked, xi, hi_)
+                    axes[1, c].annotate(heads_to_label(hi_, True), (xi, hi_), xytext=(5, 4 + 10 * k), textcoords="offset points",
                                         fontsize=8, color=st["color"])
         axes[0, c].set_title(task)
         axes[1, c].set_xlabel("parameters (log scale)")
@@ -298,6 +300,15 @@ def scale(table1s: dict, title: str = "", threshold: float = 0.8):
     if title:
         fig.suptitle(title)
     return fig
+
+
+def _label_slot(stacked: dict, x: float, bound: float) -> int:
+    """How many '> K' labels already stand at this point (the same bound, a size within a tenth of a
+    decade: the toy pair's 0.59M and 0.64M), so the next one goes a line higher, not on top of them."""
+    key = (round(float(np.log10(max(x, 1.0))), 1), float(bound))
+    k = stacked.get(key, 0)
+    stacked[key] = k + 1
+    return k
 
 
 def _log_params(ax, xs):

@@ -1,5 +1,5 @@
 """The words every layer of circuitloc shares, as plain data: tasks, ablation kinds and units, unit
-labels. Standard library only, so the Snakefile, the rules and the table and figure jobs read the
+labels, resource inputs. Standard library only, so the Snakefile, the rules and the table and figure jobs read the
 same definitions as the engine without importing torch. A task's behaviour (dataset builder,
 metrics, floor) lives in its module (`TaskSpec.module`); defaults live in config/schema.yaml."""
 
@@ -9,6 +9,8 @@ import importlib
 import os
 import re
 from dataclasses import dataclass, field
+
+from . import hub  # the fahamu/ioi file names and their resolution (standard library only)
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
@@ -63,37 +65,20 @@ def unit_kind(label: str) -> str:
     raise ValueError(f"not a unit label: {label!r}")
 
 
-# ---- resource files and the fahamu/ioi parquet ------------------------------------------------------
+# ---- resource files ----------------------------------------------------------------------------------
 # Every file a dataset is computed from is an input of the job that reads it (editing it reruns that
 # job). Keys are what the job's `inputs` dict calls them; paths are under the resources directory.
 IOI_RESOURCES = {f"ioi_{k}": f"ioi/{k}.txt" for k in ("templates", "names", "places", "objects")}
 FACTS_FILE = "facts/facts.tsv"
-FAHAMU_REPO = "fahamu/ioi"
-FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}  # shorthands of the file names
-
-
-def fahamu_file(source: dict) -> str:
-    """The parquet file name a `{kind: fahamu}` source asks for (`file`, or its 200k / 26m shorthand)."""
-    name = source.get("file", FAHAMU_FILES["200k"])
-    return FAHAMU_FILES.get(name, name)
-
-
-def fahamu_local_path(source: dict) -> str | None:
-    """A fahamu source's local file (`path`: the file, or a directory holding `file`); None when the
-    file comes from the hub."""
-    if not source.get("path"):
-        return None
-    path = source["path"]
-    return os.path.join(path, fahamu_file(source)) if os.path.isdir(path) else path
-
-
 def ioi_inputs(cfg: dict, root: str) -> dict:
-    """The 30 templates and a local fahamu parquet, or the generator's four files."""
+    """The generator's four files; or, for fahamu/ioi, the 30 templates, the places and objects (a
+    sentence outside the templates gets its id from its skeleton) and a local parquet
+    (`hub.local_fahamu`; a file from the hub is fetched inside the job)."""
     src = cfg.get("source") or {}
     if src.get("kind") != "fahamu":
         return {k: os.path.join(root, v) for k, v in IOI_RESOURCES.items()}
-    out = {"ioi_templates": os.path.join(root, IOI_RESOURCES["ioi_templates"])}
-    local = fahamu_local_path(src)
+    out = {k: os.path.join(root, IOI_RESOURCES[k]) for k in ("ioi_templates", "ioi_places", "ioi_objects")}
+    local = hub.local_fahamu(src)
     return {**out, "fahamu": local} if local else out
 
 

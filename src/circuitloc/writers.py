@@ -16,7 +16,7 @@ def _read(paths: dict) -> dict:
 
 
 def _cards(paths: dict) -> dict:
-    return {m: io.read_json(p) for m, p in paths.items()}
+    return {m: io.read_card(p) for m, p in paths.items()}
 
 
 def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, threshold, out_csv, out_md,
@@ -51,7 +51,7 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
 
     rows, panels = [], []
     for e in entries:
-        e = {**e, "attention": io.read_json(e["card"])["attention"]}
+        e = {**e, "attention": io.read_card(e["card"])["attention"]}
         if vocab.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],

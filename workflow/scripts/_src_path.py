@@ -1,9 +1,9 @@
-"""Snakemake puts this folder on sys.path; this puts the checkout's src/ there too, so jobs import
-the circuitloc of this workflow even inside a --use-conda environment."""
+"""Snakemake puts this folder on sys.path; this puts the checkout's src/ first there too, so jobs
+import the circuitloc of this workflow even inside a --use-conda environment, and even when the
+calling Python (a .venv made in another checkout, whose src/ is on its path) has another circuitloc."""
 
 import sys
 from pathlib import Path
 
 _SRC = str(Path(__file__).resolve().parents[2] / "src")
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
+sys.path[:] = [_SRC] + [p for p in sys.path if p != _SRC]

@@ -1,11 +1,11 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.io import read_json
+from circuitloc.io import read_card
 from circuitloc.pipeline import curve, for_each_ablation
 from circuitloc.resume import for_job
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.seed)
-run(for_each_ablation, curve, task_name=snakemake.wildcards.task, card=run(read_json, snakemake.input.card),
+run(for_each_ablation, curve, task_name=snakemake.wildcards.task, card=run(read_card, snakemake.input.card),
     dataset=snakemake.input.data, ablations=snakemake.params.ablations,
     per_ablation={"scores_path": snakemake.input.scores, "out_curve": snakemake.output.curve,
                   "out_control": snakemake.output.control},

@@ -34,8 +34,11 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
         convert_gguf(gguf, weights_dir)
         path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
     elif source == "hf":
-        path = resolve_hf(name, spec["hf"])
-        extra = {"hf": spec["hf"]}
+        from ..hub import snapshot_commit
+
+        path = resolve_hf(name, spec["hf"], spec.get("revision"))
+        # the snapshot it came from: the commit (a local directory has none), and what was asked for
+        extra = {"hf": spec["hf"], "revision": snapshot_commit(path), "revision_requested": spec.get("revision")}
     else:
         raise ModelSourceError(f"model {name!r}: unknown source {source!r} (expected toy, gguf or hf)")
     card = make_card(name, spec, path, load_tokenizer(path), extra)

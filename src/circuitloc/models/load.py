@@ -11,9 +11,13 @@ from ..errors import ModelSourceError
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def resolve_hf(name: str, repo: str) -> str:
-    """A local directory as is; a hub id through the local cache (never a silent download offline)."""
+def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
+    """A local directory as is; a hub id at `revision` (branch, tag or commit; default main) through
+    the local cache (never a silent download offline). The returned snapshot directory is named by
+    its commit (circuitloc.hub.snapshot_commit)."""
     if Path(repo).expanduser().exists() or repo.startswith(("/", ".", "~")) or repo.count("/") != 1:
+        if revision:
+            raise ModelSourceError(f"model {name!r}: revision {revision!r} is for hub ids; {repo} is a local directory")
         repo = str(Path(repo).expanduser())
         if not Path(repo).is_dir():
             raise ModelSourceError(f"model {name!r}: local directory {repo} does not exist")
@@ -24,13 +28,15 @@ def resolve_hf(name: str, repo: str) -> str:
     from huggingface_hub.constants import HF_HUB_CACHE, HF_HUB_OFFLINE
 
     try:
-        return snapshot_download(repo, local_files_only=HF_HUB_OFFLINE,
+        return snapshot_download(repo, revision=revision, local_files_only=HF_HUB_OFFLINE,
                                  allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"])
     except Exception as e:  # noqa: BLE001 - any failure here means the same thing to the user
         where = f"the Hugging Face cache {HF_HUB_CACHE}"
+        rev = f" --revision {revision}" if revision else ""
         hint = ("pre-download it on a machine with internet: `hf download "
-                f"{repo}` with the same HF_HOME" if HF_HUB_OFFLINE else "check the id and your network")
-        raise ModelSourceError(f"model {name!r}: {repo} not found in {where} "
+                f"{repo}{rev}` with the same HF_HOME" if HF_HUB_OFFLINE else "check the id, the revision and your network")
+        at = f" at revision {revision}" if revision else ""
+        raise ModelSourceError(f"model {name!r}: {repo}{at} not found in {where} "
                                f"(HF_HUB_OFFLINE={int(HF_HUB_OFFLINE)}); {hint}. ({type(e).__name__}: {e})") from e
 
 

@@ -2,22 +2,27 @@
 
 Two sources over the same 30 templates (resources/ioi/templates.txt: the IOI paper's 15 BABA
 templates and their 15 ABBA forms, the templates fahamu/ioi was generated from): the seeded
-generator, or fahamu/ioi (the dataset the paper used), read lazily and matched back to its templates.
+generator, or fahamu/ioi (the dataset the paper used, or any file in its format), read lazily and
+matched back to its templates; a sentence of fahamu's form from another template gets a template
+id from its own skeleton.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import torch
 
+from .. import hub
 from ..errors import DatasetError
-from ..vocab import FAHAMU_FILES, FAHAMU_REPO, fahamu_file, fahamu_local_path  # noqa: F401
+from ..hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.hub)
 from .common import encode, mark_scoring, sample_rows, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
@@ -110,57 +115,101 @@ def template_pattern(template: str) -> re.Pattern:
     return re.compile("".join(parts) + r"\s*\.?")
 
 
-def match_templates(sentences, templates: list[str]) -> tuple[pl.DataFrame, int]:
-    """Each sentence's template, IO and S: rows (prompt, io, s, order, template) for the sentences
-    that match one template exactly (IO and S distinct), and the number that match none."""
+_NAME = r"[A-Z][\w'-]*"
+
+
+def _words(text: str, word: str) -> list[int]:
+    return [m.start() for m in re.finditer(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])", text)]
+
+
+def parse_sentence(sentence: str, nouns: dict | None = None):
+    """Any sentence of fahamu's form, whatever its template: IO is the final name (once before it in
+    the sentence), S the one capitalised word said twice before it. Returns (prompt, io, s, order,
+    skeleton) or None; the skeleton is the prompt with IO, S and every place and object of `nouns`
+    (the shipped lists by default) replaced by their slots, so sentences of one template share it."""
+    m = re.fullmatch(rf"(?P<prompt>.*\S)\s+(?P<io>{_NAME})\s*\.?", sentence.strip())
+    if m is None:
+        return None
+    prompt, io = m["prompt"], m["io"]
+    counts = Counter(w for w in re.findall(rf"(?<![\w'-]){_NAME}", prompt))
+    subjects = [w for w, c in counts.items() if c == 2 and w != io]
+    if counts[io] != 1 or len(subjects) != 1:
+        return None
+    s = subjects[0]
+    order = "ABBA" if _words(prompt, io)[0] < _words(prompt, s)[0] else "BABA"
+    skeleton = prompt
+    for word, slot in ((io, "{IO}"), (s, "{S}")):
+        skeleton = re.sub(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])", slot, skeleton)
+    for key, slot in (("places", "{PLACE}"), ("objects", "{OBJECT}")):
+        for noun in sorted((nouns or {}).get(key, ()), key=len, reverse=True):  # "train station" before "station"
+            skeleton = re.sub(rf"(?<![\w'{{-]){re.escape(noun)}(?![\w'}}-])", slot, skeleton)
+    return prompt, io, s, order, skeleton
+
+
+def skeleton_id(skeleton: str, templates: list[str]) -> int:
+    """A template id for a skeleton: its line in templates.txt if it is one of them, else a stable
+    number from its text (>= 2**32, never a line number; the same in every run and for every model,
+    so mean and resample ablation align its sentences)."""
+    if skeleton in templates:
+        return templates.index(skeleton)
+    return 2**32 + int(hashlib.sha256(skeleton.encode()).hexdigest()[:12], 16)
+
+
+def _shipped_nouns() -> dict:
+    return {k: _lines(RESOURCES / f"{k}.txt") for k in ("places", "objects")}
+
+
+def match_templates(sentences, templates: list[str], nouns: dict | None = None) -> tuple[pl.DataFrame, dict]:
+    """Each sentence's template, IO and S: rows (prompt, io, s, order, template) and counts. A
+    sentence that matches one of `templates` exactly (IO and S distinct) gets its line; any other
+    sentence of fahamu's form gets an id from its own skeleton (`parse_sentence`, `skeleton_id`);
+    the rest are dropped. Counts: matched_template, own_template, dropped_unparsed."""
+    nouns = _shipped_nouns() if nouns is None else nouns
     patterns = [template_pattern(t) for t in templates]
-    # most sentences share their first words with few templates: try those first
+    # most sentences share their first words with few templates: try those first; a template that
+    # begins with a slot ({S} and {IO} were ...) is tried for every sentence
     by_start: dict[str, list[int]] = {}
+    anywhere: list[int] = []
     for k, t in enumerate(templates):
-        by_start.setdefault(t.split(" ", 1)[0], []).append(k)
-    rows, unmatched = [], 0
+        first = t.split(" ", 1)[0]
+        if "{" in first:
+            anywhere.append(k)
+        else:
+            by_start.setdefault(first, []).append(k)
+    rows, counts = [], {"matched_template": 0, "own_template": 0, "dropped_unparsed": 0}
     for sent in sentences:
         sent = str(sent).strip()
         hit = None
-        for k in by_start.get(sent.split(" ", 1)[0], []):
+        for k in by_start.get(sent.split(" ", 1)[0], []) + anywhere:
             m = patterns[k].fullmatch(sent)
             if m and m["io"] != m["s"]:
                 hit = k, m
                 break
-        if hit is None:
-            unmatched += 1
+        if hit is not None:
+            k, m = hit
+            io, s = m["io"], m["s"]
+            prompt = fill(templates[k], io, s, m["place"] if "place" in m.re.groupindex else "",
+                          m["object"] if "object" in m.re.groupindex else "")
+            rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
+            counts["matched_template"] += 1
             continue
-        k, m = hit
-        io, s = m["io"], m["s"]
-        prompt = fill(templates[k], io, s, m["place"] if "place" in m.re.groupindex else "",
-                      m["object"] if "object" in m.re.groupindex else "")
-        rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
-    return pl.DataFrame(rows, schema=ROWS), unmatched
+        parsed = parse_sentence(sent, nouns)
+        if parsed is None:
+            counts["dropped_unparsed"] += 1
+            continue
+        prompt, io, s, order, skeleton = parsed
+        rows.append({"prompt": prompt, "io": io, "s": s, "order": order, "template": skeleton_id(skeleton, templates)})
+        counts["own_template"] += 1
+    return pl.DataFrame(rows, schema=ROWS), counts
 
 
 def fahamu_path(source: dict) -> Path:
-    """The parquet file of a `{kind: fahamu}` source: `path` (a file, or a directory holding `file`),
-    else `file` of the hub dataset `repo` from the Hugging Face cache (downloaded when online)."""
-    name = fahamu_file(source)  # '200k' / '26m' as shorthands
-    if source.get("path"):
-        p = Path(fahamu_local_path(source))
-        if not p.is_file():
-            raise DatasetError(f"IOI parquet not found: {p} (tasks.ioi.source.path)")
-        return p
-    repo = source.get("repo", FAHAMU_REPO)
-    from huggingface_hub import constants, hf_hub_download
-
-    try:
-        return Path(hf_hub_download(repo, name, repo_type="dataset"))
-    except Exception as e:  # offline and not cached, or the hub unreachable
-        raise DatasetError(
-            f"{repo}: {name} is not in the Hugging Face cache {constants.HF_HUB_CACHE} and could not be "
-            f"downloaded ({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
-            f"Fetch it where there is internet, with the same HF_HOME: "
-            f"hf download {repo} {name} --repo-type dataset") from e
+    """The parquet file of a `{kind: fahamu}` source (circuitloc.hub.fahamu_path, without its commit)."""
+    return hub.fahamu_path(source)[0]
 
 
-def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000):
+def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000,
+                nouns: dict | None = None):
     """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
     to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
     are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
@@ -188,8 +237,12 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
             chunk = col.slice(start, window).collect()[FAHAMU_COLUMN]
             sample += chunk.gather(idx[lo:hi] - start).to_list()
             del chunk
-    rows, unmatched = match_templates(sample, templates)
-    counts = {"source_rows": n_rows, "sampled": len(sample), "dropped_no_template": int(unmatched)}
+    rows, matched = match_templates(sample, templates, nouns)
+    counts = {"source_rows": n_rows, "sampled": len(sample), **matched}
+    if len(rows) == 0:
+        raise DatasetError(f"{path}: no sentence of fahamu's form (a final name said once before it, a "
+                           f"subject said twice) among the {len(sample)} sampled rows: the "
+                           f"dropped_unparsed filter removed them all ({counts})")
     return rows, counts
 
 
@@ -204,7 +257,9 @@ def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int,
     counts["dropped_multitoken_name"] = int((~ok).sum())
     df = df.filter(ok)
     if len(df) == 0:
-        raise DatasetError("no IOI sentence survives the single-token name filter for this tokenizer")
+        raise DatasetError(f"no IOI sentence survives the dropped_multitoken_name filter (IO and S one token each "
+                           f"in this tokenizer, with the leading space): it removed all {counts['dropped_multitoken_name']} "
+                           f"left after the others ({counts})")
     df = df[sample_rows(len(df), min(n, len(df)), seed)]
     counts["kept"] = int(len(df))
     counts["requested"] = int(n)
@@ -234,9 +289,11 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
     res_dir = os.path.dirname(declared) if declared else None
     pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
     if src.get("kind") == "fahamu":
-        path = fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
-        raw, read_counts = read_fahamu(path, pool, seed, load_templates(res_dir))
-        read_counts = {"source": str(path), **read_counts}
+        path, commit = hub.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
+        root = Path(res_dir) if res_dir else RESOURCES  # places and objects: for sentences' own skeletons
+        nouns = {k: _lines(Path(inputs.get(f"ioi_{k}") or root / f"{k}.txt")) for k in ("places", "objects")}
+        raw, read_counts = read_fahamu(path, pool, seed, load_templates(res_dir), nouns=nouns)
+        read_counts = {"source": str(path), **({"revision": commit} if commit else {}), **read_counts}
     else:
         raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
     df, counts = build(raw, tokenizer, prepend_bos, int(cfg["n"]), int(cfg["n_score"]), seed)

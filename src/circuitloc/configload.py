@@ -1,0 +1,153 @@
+"""The run's configuration, before Snakemake's schema validation: the embedded default
+(config/config.yaml), then every `--configfile` in order, then `--config k=v`, merged recursively.
+
+Why here and not in the Snakefile: Snakemake merges `--configfile` and `--config` onto the
+Snakefile's `configfile:` only when the two never overlap in the way this workflow needs (a config
+that brings its own `models:` must replace the default's models, never add to them), and loads the
+default not at all when `--configfile` is given. Standard library and yaml only: the Snakefile
+imports it at DAG-build time.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from pathlib import Path
+
+import yaml
+
+from .errors import ConfigError
+
+# A layer that names one of these replaces the value below it instead of merging into it: two
+# configs' models are never mixed (the default's three models must not ride along with the paper's).
+REPLACED = ("models",)
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """`overlay` on top of `base`, recursively for mappings; any other value (a list, a number)
+    replaces. Neither argument is changed."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_layer(path) -> dict:
+    """One config file as a mapping (YAML or JSON), or an error that names the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path}: not valid YAML ({e})") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def cli_values(value):
+    """`--config k=v` values as YAML would read them. Snakemake turns `1` and `True` into numbers
+    and booleans but leaves `false`, `yes` and every value nested in `{...}` or `[...]` a string
+    (`group_ablations=false` would be the string 'false', which the schema refuses); a string that
+    YAML reads as a boolean or number becomes one, any other string stays as given."""
+    if isinstance(value, dict):
+        return {k: cli_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cli_values(v) for v in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if isinstance(parsed, (bool, int, float)):
+            return parsed
+    return value
+
+
+def _apply(cfg: dict, layer: dict) -> dict:
+    for key in REPLACED:
+        if key in layer:
+            cfg = {**cfg, key: {}}
+    if "sweep" in layer and "models" not in layer:  # a sweep config brings its toys: none of the default's
+        cfg = {**cfg, "models": {}}
+    return merge(cfg, layer)
+
+
+def effective_config(default, configfiles=(), overrides=None) -> dict:
+    """The default file, then each config file, then the `--config` overrides (a mapping), each
+    merged onto what came before (see `merge`); a layer's `models:` replaces the models below it, and
+    so does a layer's `sweep:` section (its toys are the models) when it has no `models:`."""
+    cfg = load_layer(default) if default else {}
+    for path in configfiles or ():
+        cfg = _apply(cfg, load_layer(path))
+    if overrides:
+        cfg = _apply(cfg, cli_values(dict(overrides)))
+    return cfg
+
+
+# ---- Unknown keys ----------------------------------------------------------------------------------
+# jsonschema reports an unknown key as "Additional properties are not allowed ('x' was unexpected)"
+# without saying in which of the many nested blocks it stood; this walk names the full path.
+
+def _resolve(schema: dict, root: dict) -> dict:
+    """A subschema with its `$ref` (to `#/$defs/...`) expanded: the referenced schema's properties
+    and the sibling properties together (siblings only add defaults or descriptions here)."""
+    if "$ref" not in schema:
+        return schema
+    ref = schema["$ref"]
+    if not ref.startswith("#/"):
+        raise ConfigError(f"config schema: only local references are supported, got {ref!r}")
+    target = root
+    for part in ref[2:].split("/"):
+        target = target[part]
+    target = _resolve(target, root)
+    out = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    props = dict(target.get("properties", {}))
+    for k, v in schema.get("properties", {}).items():
+        props[k] = {**props.get(k, {}), **v}
+    if props:
+        out["properties"] = props
+    return out
+
+
+def _walk(node, schema: dict, root: dict, path: list[str], out: list[str]) -> None:
+    schema = _resolve(schema, root)
+    if isinstance(node, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        closed = extra is False or schema.get("unevaluatedProperties", True) is False
+        for key, value in node.items():
+            if key in props:
+                _walk(value, props[key], root, path + [str(key)], out)
+            elif isinstance(extra, dict):
+                _walk(value, extra, root, path + [str(key)], out)
+            elif closed:
+                where = ".".join(path)
+                close = difflib.get_close_matches(str(key), list(props), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(props)})"
+                out.append(f"config: {where + ': ' if where else ''}unknown key {key!r}{hint}")
+    elif isinstance(node, list) and isinstance(schema.get("items"), dict):
+        for i, value in enumerate(node):
+            _walk(value, schema["items"], root, path + [str(i)], out)
+
+
+def unknown_keys(config: dict, schema: dict) -> list[str]:
+    """One message per key the schema does not know, each naming the key and the dotted path of the
+    block it stood in, e.g. "config: models.toy_mha.tasks.induction: unknown key 'n_scroe'"."""
+    out: list[str] = []
+    _walk(config, schema, schema, [], out)
+    return out
+
+
+def check_unknown_keys(config: dict, schema_path) -> None:
+    """Raise ConfigError listing every unknown key (a typo would otherwise silently mean the default)."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    problems = unknown_keys(config, schema)
+    if problems:
+        raise ConfigError("\n".join(problems))
