@@ -28,23 +28,12 @@ rule model:
         "../workflow/scripts/build_model.py"
 
 
-rule model_hf:
+use rule model as model_hf with:
+    input:
+        [],
     output:
         card="results/models/{model}/card.json",
     wildcard_constraints:
         model=models_by_weights(False),
-    params:
-        spec=lambda wc: model_build_spec(wc.model),
-        weights=lambda wc: f"results/models/{wc.model}/weights",  # toy/gguf: the output below; hf: unused
-        code=code_version("build_model.py"),
-    log:
-        "results/logs/models/{model}.log",
     benchmark:
-        "results/benchmarks/model_hf/{model}.tsv",
-    threads: 1
-    resources:
-        **job_resources("model"),
-    conda:
-        "../envs/circuitloc.yaml"
-    script:
-        "../workflow/scripts/build_model.py"
+        "results/benchmarks/model_hf/{model}.tsv"

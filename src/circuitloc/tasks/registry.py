@@ -35,21 +35,11 @@ class Task:
     extra: dict = field(default_factory=dict)  # the task's other metrics, reported beside the ranked one
     module: ModuleType | None = None
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def higher_is_better(self) -> bool:
-        return self.spec.higher_is_better
-
-    @property
-    def fields(self) -> tuple:
-        return self.spec.fields
-
-    @property
-    def align(self) -> tuple:
-        return self.spec.align
+    def __getattr__(self, name):
+        """The spec's fields (name, higher_is_better, fields, align, ...) read as the task's own."""
+        if name == "spec":  # not yet set (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.spec, name)
 
 
 def task_of(name: str, metric: str | None = None) -> Task:
