@@ -189,5 +189,5 @@ def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
     assert p.returncode != 0
     console = p.stdout + p.stderr
     tail = console[console.index("why the run failed"):]
-    assert ("circuitloc: model job failed: model 'bad': local directory /nonexistent/dir does not exist  "
+    assert ("circuitloc: model_hf job failed: model 'bad': local directory /nonexistent/dir does not exist  "
             "[log: results/logs/models/bad.log]") in tail
