@@ -199,6 +199,9 @@ def _rules_running(run, module):
             name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+group_rule\("(\w+)"', block)
             if script:
                 rules[name.group(1)] = script.group(1)
+        # `use rule a as b with:` runs a's script
+        for parent, child in re.findall(r"^use rule (\w+) as (\w+)", smk_file.read_text(), flags=re.M):
+            rules[child] = rules[parent]
     package = run / "src" / "circuitloc"
     return sorted(r for r, s in rules.items() if module in closure(run / "workflow" / "scripts" / s, package))
 
