@@ -103,8 +103,8 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     return card, root / "ioi.parquet"
 
 
-def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_job, tmp_path, monkeypatch):
-    card, data = ioi_job
+def _record_job_rows(monkeypatch) -> list:
+    """The dataset rows of every AblationJob the pipeline builds, in order."""
     seen = []
 
     class Spy(P.AblationJob):
@@ -113,6 +113,12 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
             seen.append(self.rows_in_full.copy())
 
     monkeypatch.setattr(P, "AblationJob", Spy)
+    return seen
+
+
+def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_job, tmp_path, monkeypatch):
+    card, data = ioi_job
+    seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
     P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
             out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS)
@@ -202,14 +208,7 @@ def test_greedy_curve_job_chooses_on_scoring_rows_and_reports_on_held_out_rows(i
     """Issue 23 item 1: the curve job's greedy search runs its trials on the scoring rows (a second
     job over them) and reports on the held-out rows; the two row sets are disjoint."""
     card, data = ioi_job
-    seen = []
-
-    class Spy(P.AblationJob):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            seen.append(self.rows_in_full.copy())
-
-    monkeypatch.setattr(P, "AblationJob", Spy)
+    seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
     P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
             out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS, batch_tokens=4096)
