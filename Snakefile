@@ -11,9 +11,9 @@ min_version("9.0")
 
 # The embedded default always loads; every --configfile, then --config k=v, merges onto it
 # (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
-# mix). circuitloc.configload does the merge; an unknown key anywhere is an error naming its path.
+# mix). circuitloc.plan.configload does the merge; an unknown key anywhere is an error naming its path.
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-from circuitloc.configload import check_unknown_keys, effective_config  # noqa: E402  (no heavy imports)
+from circuitloc.plan.configload import check_unknown_keys, effective_config  # noqa: E402  (no heavy imports)
 
 _effective = effective_config(os.path.join(workflow.basedir, "config", "config.yaml"),
                               workflow.overwrite_configfiles, workflow.config_settings.config)
@@ -45,13 +45,13 @@ _STARTED = time.time()
 
 # The cost table's job list is Snakemake's own DAG, recorded once it is built (rules/cost.smk).
 onstart:
-    from circuitloc.cost import record_dag
+    from circuitloc.plan.dag import record_dag
 
     record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))
 
 
 onerror:
-    from circuitloc.console import explain_failures
+    from circuitloc.plan.console import explain_failures
 
     explain_failures(log, since=_STARTED)
 

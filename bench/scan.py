@@ -104,7 +104,7 @@ def _model(args):
         vocab = kw["vocab_size"]
         g = torch.Generator().manual_seed(0)
         ids = torch.randint(1000, vocab, (args.prompts, 18), generator=g)
-        from circuitloc.scan import Prompts
+        from circuitloc.engine.scan import Prompts
 
         prompts = Prompts(ids, torch.full((args.prompts,), 17), {
             "io_id": torch.randint(1000, vocab, (args.prompts,), generator=g),
@@ -116,7 +116,8 @@ def _model(args):
 
     from circuitloc.tasks.common import pad_id
     from circuitloc.tasks.ioi import build, generate
-    from circuitloc.tasks.registry import TASKS, prompts as to_prompts
+    from circuitloc.tasks.registry import TASKS
+    from circuitloc.tasks.registry import prompts as to_prompts
 
     df, _ = build(generate(200, 0), tok, card["prepend_bos"], args.prompts, args.prompts, 0)
     return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card["n_heads"], card["d_head"]
@@ -129,8 +130,8 @@ def _measure(args, mode, queue):
     if mode == "matmul":
         queue.put({"mode": mode, "flops_per_s": matmul_rate(device=args.device, dtype=args.dtype)})
         return
+    from circuitloc.engine.scan import Scanner, naive_run
     from circuitloc.models.load import engine_model
-    from circuitloc.scan import Scanner, naive_run
     from circuitloc.tasks.ioi import metric
 
     bridge, prompts, n_heads, d_head = _model(args)
@@ -150,7 +151,7 @@ def _measure(args, mode, queue):
         passes = sc.forward_passes
         flops = passes * forward_flops(sc.layers, engine_model(bridge).config, *prompts.input_ids.shape)
     else:  # attribution
-        from circuitloc.attribution import attribute
+        from circuitloc.engine.attribution import attribute
 
         sc = Scanner(engine_model(bridge), n_heads, d_head, args.batch_tokens)
         vals = -attribute(sc, prompts, metric).flatten()  # estimated drop per head

@@ -12,15 +12,15 @@ import yaml
 
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-from circuitloc.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
-from circuitloc.checkpoints import checkpoint_files  # noqa: E402
-from circuitloc.codehash import code_hash  # noqa: E402
-from circuitloc import vocab  # noqa: E402  (tasks, kinds, units: standard library only)
+from circuitloc.plan.sweep import META as SWEEP_META, expand as expand_sweep  # noqa: E402  (no heavy imports)
+from circuitloc.plan.checkpoints import checkpoint_files  # noqa: E402
+from circuitloc.plan.codehash import code_hash  # noqa: E402
+from circuitloc.plan import vocab  # noqa: E402  (tasks, kinds, units: standard library only)
 
 
 # ---- Code is a rerun trigger ---------------------------------------------------------------------
 # Each script rule has the param `code=code_version("<script>")`, the hash of the script and of
-# every circuitloc module it imports, transitively (circuitloc.codehash; comments, docstrings and
+# every circuitloc module it imports, transitively (circuitloc.plan.codehash; comments, docstrings and
 # formatting do not count). Params are one of Snakemake's rerun triggers, so a change
 # to the code a job runs reruns it and everything after it: results always come from this code.
 def code_version(script):
@@ -194,7 +194,7 @@ ABLATIONS = list(dict.fromkeys(a for m in MODELS for a in model_ablations(m)))
 
 # ---- One scores job and one curves job per task and model ----------------------------------------
 # A job's fixed cost (imports, loading the model: ~5 s) is most of a toy's compute, so one job runs
-# every ablation of a model on a task (circuitloc.pipeline.for_each_ablation), still writing one file
+# every ablation of a model on a task (circuitloc.engine.pipeline.for_each_ablation), still writing one file
 # per ablation. A rule's outputs are fixed, so the models that share one list of ablations share a
 # rule: `scores` and `curves` for the first list, `scores_2`, `curves_2`, ... for the others.
 # `group_ablations: false` (config/paper.yaml) gives every ablation its own job again: shorter jobs
@@ -238,11 +238,11 @@ def one_of(models):
 
 
 # ---- Resources per job ---------------------------------------------------------------------------
-# Estimated from the config (circuitloc.resources: size hints, toy recipes, overrides).
+# Estimated from the config (circuitloc.plan.resources: size hints, toy recipes, overrides).
 def job_resources(stage, per_model=True):
     """Keyword arguments for a rule's `resources:` (`**job_resources("scores")`): one callable per
     resource name any job may set, returning None (no request) where a job sets none."""
-    from circuitloc.resources import estimate, requested_keys
+    from circuitloc.plan.resources import estimate, requested_keys
 
     def value(key):
         if per_model:
@@ -308,7 +308,7 @@ def all_outputs():
 # ---- The cost record ----------------------------------------------------------------------------
 # Every rule that runs a script writes a Snakemake benchmark file (results/benchmarks/<rule>/
 # <wildcards>.tsv); rule cost sums those of every job in Snakemake's own DAG, which the Snakefile's
-# onstart records in DAG_RECORD (circuitloc.cost.record_dag). It runs last: its inputs are the run's
+# onstart records in DAG_RECORD (circuitloc.plan.dag.record_dag). It runs last: its inputs are the run's
 # other targets.
 DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 
@@ -357,8 +357,8 @@ def job_priority(stage, models=()):
 # ---- Per-model figures of a sweep: a sample --------------------------------------------------------
 def figure_models(task, ablation):
     """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
-    scored (circuitloc.sweep.figure_sample says which); the tables keep every model."""
-    from circuitloc.sweep import figure_sample
+    scored (circuitloc.plan.sweep.figure_sample says which); the tables keep every model."""
+    from circuitloc.plan.sweep import figure_sample
 
     return figure_sample(config["models"], models_for(task, ablation), int(config["figures"]["max_models"]))
 

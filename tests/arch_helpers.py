@@ -1,7 +1,6 @@
 """Tiny random models of further architectures (Gemma family, Llama), saved in Hugging Face layout."""
 
 import torch
-
 from helpers import word_tokenizer
 
 # architecture -> (config class, model class) names in transformers, and config overrides

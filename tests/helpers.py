@@ -21,7 +21,12 @@ def word_tokenizer(extra=()):
 
 
 def tiny_model(kind: str, vocab_size: int, seed: int = 0):
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        GPTNeoXConfig,
+        GPTNeoXForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     torch.manual_seed(seed)
     if kind == "neox":
@@ -44,7 +49,7 @@ def card_for(path, name="tiny", source="hf"):
 
 def random_prompts(vocab, n=5, seed=0):
     """Prompts of mixed lengths over token ids >= 4 (no specials), with two answer ids a and b."""
-    from circuitloc.scan import Prompts
+    from circuitloc.engine.scan import Prompts
 
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(4, 9, (n,), generator=g)

@@ -2,11 +2,11 @@
 difference computed with the exact engine (z_h scaled by 1 - delta)."""
 
 import torch
-
-from circuitloc.attribution import attribute
-from circuitloc.models.load import engine_model, load
-from circuitloc.scan import Prompts, Scanner, out_proj
 from helpers import card_for
+
+from circuitloc.engine.attribution import attribute
+from circuitloc.engine.scan import Prompts, Scanner, out_proj
+from circuitloc.models.load import engine_model, load
 
 
 def ld(logits, f):

@@ -1,5 +1,5 @@
 """Code is a rerun trigger: each script rule's params hold the hash of the code its script runs
-(circuitloc.codehash), so editing that code plans its jobs and everything downstream, while an edit
+(circuitloc.plan.codehash), so editing that code plans its jobs and everything downstream, while an edit
 of comments, docstrings or formatting plans nothing."""
 
 import ast
@@ -12,8 +12,8 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk, smk_env
 
-from circuitloc import codehash
-from circuitloc.codehash import closure, code_hash
+from circuitloc.plan import codehash
+from circuitloc.plan.codehash import closure, code_hash
 
 SCRIPTS = ROOT / "workflow" / "scripts"
 
@@ -125,8 +125,8 @@ def test_real_scripts_closure_and_speed():
     assert len(set(hashes.values())) == len(hashes)  # each script is in its own hash
     # the toy trainer is in the model stage's closure (lazily imported)
     assert "circuitloc/models/toy.py" in closure(SCRIPTS / "build_model.py")
-    assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/cost.py", "local:_src_path"}
-    assert "circuitloc/plots.py" not in closure(SCRIPTS / "cost_table.py")
+    assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/report/cost.py", "local:_src_path"}
+    assert "circuitloc/report/plots.py" not in closure(SCRIPTS / "cost_table.py")
 
 
 def test_every_script_rule_has_its_code_as_a_param():
@@ -246,10 +246,10 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
 def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
     """A figure change reruns the jobs that draw figures and what follows them, never a model,
     dataset, score or curve job."""
-    text = (finished / "src" / "circuitloc" / "plots.py").read_text()
+    text = (finished / "src" / "circuitloc" / "report" / "plots.py").read_text()
     name = next(n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
-    planned = _planned_after_edit(finished, "circuitloc/plots.py", lambda t: _edit_function(t, name))
-    affected = _rules_running(finished, "circuitloc/plots.py")
+    planned = _planned_after_edit(finished, "circuitloc/report/plots.py", lambda t: _edit_function(t, name))
+    affected = _rules_running(finished, "circuitloc/report/plots.py")
     assert {"figures", "figure_scale"} <= set(affected)
     assert {"figures", "figure_scale", "report"} <= {rule for rule, _ in planned}
     assert planned == _planned(finished, "--forcerun", *affected)
@@ -258,6 +258,6 @@ def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
 
 def test_cost_module_edit_plans_only_the_cost_table_and_report(finished):
     """A module only one script imports: only its rule and what follows it."""
-    planned = _planned_after_edit(finished, "circuitloc/cost.py", lambda t: _edit_function(t, "cost_table"))
-    assert _rules_running(finished, "circuitloc/cost.py") == ["cost"]
+    planned = _planned_after_edit(finished, "circuitloc/report/cost.py", lambda t: _edit_function(t, "cost_table"))
+    assert _rules_running(finished, "circuitloc/report/cost.py") == ["cost"]
     assert {rule for rule, _ in planned} == {"cost", "report", "all"}

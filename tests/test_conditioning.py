@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc import ablation as A
+from circuitloc.engine import ablation as A
+from circuitloc.report.tables import table1, table2
 from circuitloc.stats import span_interval
-from circuitloc.tables import table1, table2
 
 
 def _frames(clean, span_lo, n_curve=100, n_units=4):

@@ -1,5 +1,5 @@
 """The cost record: every job that runs a script writes Snakemake's benchmark file, and rule cost sums
-them per stage and per model (circuitloc.cost) into results/tables/cost.csv / cost.md."""
+them per stage and per model (circuitloc.report.cost) into results/tables/cost.csv / cost.md."""
 
 import re
 
@@ -9,7 +9,14 @@ import yaml
 from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 from workflow_helpers import ROOT, smk
 
-from circuitloc.cost import ALL, SHARED, cost_table, job_costs, read_benchmark, write_cost
+from circuitloc.report.cost import (
+    ALL,
+    SHARED,
+    cost_table,
+    job_costs,
+    read_benchmark,
+    write_cost,
+)
 
 
 def _record(s, cpu=None, rss=None):
@@ -112,7 +119,7 @@ def _jobs(dry_run_output):
 def test_cost_job_runs_after_every_job_that_writes_a_benchmark(configfile):
     """A dry run from scratch plans one cost job (a target of rule all); every other job but the
     report writes a benchmark file, and the cost job waits for every other target of the run, so it
-    sums the finished DAG (its job list is Snakemake's own: circuitloc.cost.record_dag)."""
+    sums the finished DAG (its job list is Snakemake's own: circuitloc.plan.dag.record_dag)."""
     jobs = _jobs(smk("-n", "--nolock", "--configfile", configfile).stdout)
     cost = [j for j in jobs if j[0] == "cost"]
     assert len(cost) == 1
@@ -128,7 +135,7 @@ def test_the_recorded_dag_gives_each_jobs_stage_model_and_benchmark(tmp_path):
     file is reported, not read."""
     from types import SimpleNamespace as NS
 
-    from circuitloc.cost import dag_jobs, record_dag
+    from circuitloc.plan.dag import dag_jobs, record_dag
 
     def job(rule, bench, **wc):
         if bench:

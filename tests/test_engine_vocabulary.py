@@ -1,13 +1,13 @@
 """What builds on the scan engine (replacement.py, attribution.py) uses only its public names: the
 output projection, the z layout and the forward from embeddings are named functions of
-`circuitloc.scan`, so the engine can change its plumbing without breaking them."""
+`circuitloc.engine.scan`, so the engine can change its plumbing without breaking them."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-import circuitloc.scan as scan
+import circuitloc.engine.scan as scan
 
 SRC = Path(scan.__file__).parent
 CLIENTS = ("replacement.py", "attribution.py")
@@ -29,7 +29,7 @@ def private_uses(source: str) -> list[str]:
 
 
 def test_the_check_sees_private_names():
-    bad = "from .scan import Scanner, _out_proj\nimport circuitloc.scan as S\ndef f(sc):\n" \
+    bad = "from .scan import Scanner, _out_proj\nimport circuitloc.engine.scan as S\ndef f(sc):\n" \
           "    S._skip\n    return sc._body(1, 2), sc.__class__, sc.run"
     assert private_uses(bad) == ["from scan import _out_proj", "._skip (line 4)", "._body (line 5)"]
 
@@ -46,7 +46,7 @@ def test_replacement_and_attribution_use_only_public_names_of_scan(client):
 def test_units_are_typed_records_with_the_old_labels():
     from dataclasses import FrozenInstanceError
 
-    from circuitloc.ablation import as_sets, units
+    from circuitloc.engine.ablation import as_sets, units
     from circuitloc.units import Unit
 
     card = {"n_layers": 2, "n_heads": 4, "n_kv_heads": 2}
@@ -69,8 +69,8 @@ def test_units_are_typed_records_with_the_old_labels():
 def test_job_functions_take_nothing_by_position():
     import inspect
 
-    from circuitloc import pipeline
-    from circuitloc.job import AblationJob
+    from circuitloc.engine import pipeline
+    from circuitloc.engine.job import AblationJob
 
     for fn in (pipeline.score, pipeline.curve, AblationJob.__init__):
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]

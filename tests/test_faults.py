@@ -10,14 +10,14 @@ import pytest
 from helpers import card_for
 from workflow_helpers import copy_workflow, smk
 
-from circuitloc import datasets as D
 from circuitloc import io
-from circuitloc import pipeline as P
 from circuitloc import runner as R
-from circuitloc.console import explain_failures, last_error_line
+from circuitloc.engine import datasets as D
+from circuitloc.engine import pipeline as P
+from circuitloc.engine.job import read_ranked
+from circuitloc.engine.scan import Scanner
 from circuitloc.errors import ArtifactError, NonFiniteError
-from circuitloc.job import read_ranked
-from circuitloc.scan import Scanner
+from circuitloc.plan.console import explain_failures, last_error_line
 
 OPTS = {"min_group": 2, "seed": 0}
 

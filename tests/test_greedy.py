@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from circuitloc import ablation as A
+from circuitloc.engine import ablation as A
 
 
 class _Task:

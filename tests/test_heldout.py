@@ -11,9 +11,9 @@ from helpers import card_for, ioi_shaped
 from workflow_helpers import ROOT
 
 from circuitloc import io
-from circuitloc import pipeline as P
+from circuitloc.engine import pipeline as P
 from circuitloc.errors import DatasetError
-from circuitloc.tables import table1, table2
+from circuitloc.report.tables import table1, table2
 from circuitloc.tasks import facts
 from circuitloc.tasks.common import curve_rows, mark_scoring
 from circuitloc.tasks.registry import floor_value, task_of

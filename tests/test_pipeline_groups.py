@@ -6,9 +6,8 @@ import pytest
 from helpers import card_for, ioi_shaped
 from polars.testing import assert_frame_equal
 
-from circuitloc import io
-from circuitloc import pipeline as P
-from circuitloc import resume
+from circuitloc import io, resume
+from circuitloc.engine import pipeline as P
 from circuitloc.tasks.common import mark_scoring
 
 OPTS = {"min_group": 2, "seed": 0}

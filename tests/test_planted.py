@@ -8,9 +8,9 @@ import polars as pl
 import torch
 
 from circuitloc import metrics as M
-from circuitloc.ablation import ranked_curve, score_units, units
-from circuitloc.scan import Prompts, Scanner
-from circuitloc.tables import table1
+from circuitloc.engine.ablation import ranked_curve, score_units, units
+from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.report.tables import table1
 from circuitloc.tasks.registry import TASKS
 
 D, H = 16, 4
@@ -95,7 +95,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
 
 
 def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
-    from circuitloc.ablation import random_control
+    from circuitloc.engine.ablation import random_control
 
     m = planted_model(4)
     card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 4, "d_head": D // H}

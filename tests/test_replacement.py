@@ -3,14 +3,18 @@
 import numpy as np
 import polars as pl
 import torch
-
-from circuitloc.ablation import as_sets, units
-from circuitloc.models.load import engine_model, load
-from circuitloc.replacement import aligned_groups, mean_replacement, resample_replacement, resample_sources
-from circuitloc.scan import Prompts, Scanner
-
 from helpers import card_for
 from test_scan import _prompts, ld
+
+from circuitloc.engine.ablation import as_sets, units
+from circuitloc.engine.replacement import (
+    aligned_groups,
+    mean_replacement,
+    resample_replacement,
+    resample_sources,
+)
+from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.models.load import engine_model, load
 
 
 def _scanner(tiny_dirs, kind="qwen_gqa", budget=4096):

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from workflow_helpers import SNAKEMAKE, copy_workflow, smk, smk_env
 
 KINDS = ("zero", "mean", "resample")

@@ -7,11 +7,11 @@ import json
 
 import pytest
 import yaml
-
-from circuitloc import hub
-from circuitloc.errors import ModelSourceError
 from helpers import tiny_model, word_tokenizer
 from workflow_helpers import copy_workflow, planned_jobs, smk, smk_env
+
+from circuitloc.errors import ModelSourceError
+from circuitloc.plan import hub
 
 C1, C2 = "1" * 40, "2" * 40
 

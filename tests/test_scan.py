@@ -1,17 +1,19 @@
 """The engine's numbers equal the naive TransformerLens loop and a hand computation."""
 
+import numpy as np
 import pytest
 import torch
-
-import numpy as np
-
-from circuitloc.ablation import as_sets, units
-from circuitloc.replacement import mean_replacement, resample_replacement, resample_sources
-from circuitloc.models.load import engine_model, load
-from circuitloc.scan import Scanner, naive_run
-
 from helpers import card_for, ld
 from helpers import random_prompts as _prompts
+
+from circuitloc.engine.ablation import as_sets, units
+from circuitloc.engine.replacement import (
+    mean_replacement,
+    resample_replacement,
+    resample_sources,
+)
+from circuitloc.engine.scan import Scanner, naive_run
+from circuitloc.models.load import engine_model, load
 
 
 @pytest.mark.parametrize("kind", ["neox", "qwen_gqa", "qwen_mha"])
@@ -139,7 +141,7 @@ def test_engine_leaves_no_hook_behind_even_when_a_run_fails(tiny_dirs):
     """Every engine entry point installs its hooks through one context manager: after a normal run,
     an attribution pass, a mean replacement and a forward that raises mid-run, the model carries
     exactly the hooks it had before (a stray hook would ablate every later run)."""
-    from circuitloc.attribution import attribute
+    from circuitloc.engine.attribution import attribute
 
     card = card_for(tiny_dirs["qwen_gqa"])
     bridge, tok = load(card)
@@ -161,7 +163,7 @@ def test_engine_leaves_no_hook_behind_even_when_a_run_fails(tiny_dirs):
 
 
 def test_hooked_removes_installed_hooks_when_a_later_registration_fails():
-    from circuitloc.scan import hooked
+    from circuitloc.engine.scan import hooked
 
     a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
 

@@ -5,16 +5,19 @@ import contextlib
 
 import pytest
 import torch
-
-from circuitloc.ablation import as_sets, units
-from circuitloc.errors import EngineMismatchError, NonFiniteError, UnsupportedArchitectureError
-from circuitloc.models.load import engine_model, load
-from circuitloc.replacement import mean_replacement
-from circuitloc.scan import VERIFIED, Scanner, naive_run, tolerance
-
 from arch_helpers import save_tiny_arch
 from helpers import card_for, ld
 from helpers import random_prompts as _prompts
+
+from circuitloc.engine.ablation import as_sets, units
+from circuitloc.engine.replacement import mean_replacement
+from circuitloc.engine.scan import VERIFIED, Scanner, naive_run, tolerance
+from circuitloc.errors import (
+    EngineMismatchError,
+    NonFiniteError,
+    UnsupportedArchitectureError,
+)
+from circuitloc.models.load import engine_model, load
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,17 @@
 import numpy as np
 import pytest
 
-from circuitloc.stats import (agreement, benjamini_hochberg, bootstrap_weights, censored_median, censored_scores,
-                             drop_intervals, holm, paired_censored, sign_flip_p)
+from circuitloc.stats import (
+    agreement,
+    benjamini_hochberg,
+    bootstrap_weights,
+    censored_median,
+    censored_scores,
+    drop_intervals,
+    holm,
+    paired_censored,
+    sign_flip_p,
+)
 
 
 def _data(n, seed=0):

@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 from workflow_helpers import ROOT, smk
 
 from circuitloc.errors import ConfigError
-from circuitloc.sweep import expand, paired, per_model, summarize
+from circuitloc.plan.sweep import expand
+from circuitloc.report.sweep import paired, per_model, summarize
 
 SWEEP = {"seeds": [0, 1, 2], "kv_heads": [8, 4, 2, 1], "sizes": {"a": {"n_layers": 2}, "b": {"n_layers": 3, "d_model": 96}},
          "recipe": {"n_heads": 8, "d_model": 64, "steps": 10, "lr": 0.005}}
@@ -144,7 +145,7 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     """MHA never reaches 80% in 16 steps ('> 16') on seeds 0-2 while GQA needs 3: three GQA wins, not
     a mean over a made-up 17. Every array the t-interval code sees is free of 16, 17 and their
     fractions 1.0, 1.0625."""
-    import circuitloc.sweep as SW
+    import circuitloc.report.sweep as SW
 
     spec = {}
     for s in range(6):
@@ -245,8 +246,8 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     failed its checks and one without task behaviour; CSVs, markdown with the adjustment named, figure."""
     import json
 
-    from circuitloc.figures import fig_sweep
-    from circuitloc.writers import write_sweep
+    from circuitloc.report.figures import fig_sweep
+    from circuitloc.report.writers import write_sweep
 
     spec = {}
     for s in range(4):
@@ -352,7 +353,7 @@ def _paired_row(size, diff, p_top, p_greedy, p_ranked, wins, losses, n=10):
 def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
     """Holm over all 6 tests of two tables, by hand: sorted p 0.004, 0.01, 0.02, 0.3, 0.5, 0.6 ->
     x6, x5, x4, x3, x2, x1 with the running maximum: 0.024, 0.05, 0.08, 0.9, 1, 1."""
-    from circuitloc.sweep import overview
+    from circuitloc.report.sweep import overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("dh32", -3.0, 0.01, 0.3, 0.6, wins=1, losses=7)])
@@ -370,7 +371,7 @@ def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
 
 
 def _table_and_overview(pm, alpha=0.05):
-    from circuitloc.sweep import overview
+    from circuitloc.report.sweep import overview
 
     table = paired(pm, alpha=alpha)
     return table, overview({("ioi", "zero-query"): table}, alpha=alpha)
@@ -479,7 +480,7 @@ def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
     sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
     with this run's. Holm over the 6 tests: 0.004 x 6 = 0.024 for margin's top head (0.012 over its
     own 3)."""
-    from circuitloc.writers import write_sweep_overview
+    from circuitloc.report.writers import write_sweep_overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("small", 3.0, 0.01, 0.3, 0.6, wins=6, losses=2)])

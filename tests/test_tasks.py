@@ -2,10 +2,10 @@ import re
 
 import polars as pl
 import pytest
+from helpers import word_tokenizer
 
 from circuitloc.errors import DatasetError
 from circuitloc.tasks import facts, induction, ioi
-from helpers import word_tokenizer
 
 
 def test_generator_makes_abba_and_baba_with_io_last():

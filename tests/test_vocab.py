@@ -1,4 +1,4 @@
-"""The vocabulary (circuitloc.vocab) is the one home of task and ablation names: no module outside
+"""The vocabulary (circuitloc.plan.vocab) is the one home of task and ablation names: no module outside
 tasks/ decides by a task's or kind's name, the table and figure jobs never import torch, unknown
 names are errors, and a task defined outside circuitloc runs through the workflow."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from circuitloc import vocab
 from workflow_helpers import ROOT, copy_workflow, smk, smk_env
+
+from circuitloc.plan import vocab
 
 SRC = ROOT / "src" / "circuitloc"
 NAMES = {"ioi", "induction", "facts", "facts_shared", "neutral", *vocab.KINDS}
@@ -61,8 +61,8 @@ def test_the_grep_finds_a_decision_by_name():
 
 
 # the modules of the table, figure and analysis jobs, and the scripts that run them (no threads)
-LIGHT_MODULES = ("vocab", "tables", "writers", "figures", "analysis", "sweep", "plots", "cost", "runner", "io",
-                 "resources", "metrics", "stats")
+LIGHT_MODULES = ("plan.vocab", "report.tables", "report.writers", "report.figures", "report.analysis", "report.sweep",
+                 "report.plots", "report.cost", "runner", "io", "plan.resources", "metrics", "stats")
 LIGHT_SCRIPTS = ("tables", "figures", "fig_scale", "robustness", "specificity_table", "stability", "sweep_tables",
                  "sweep_overview")
 
@@ -80,9 +80,9 @@ def test_table_and_figure_jobs_do_not_import_torch():
     code = ("import sys, importlib\n"
             f"for m in {sorted(set(modules))!r}: importlib.import_module(m)\n"
             "from circuitloc.runner import setup; setup()\n"
-            "import circuitloc.writers as W, circuitloc.figures as F\n"
+            "import circuitloc.report.writers as W, circuitloc.report.figures as F\n"
             "W.write_sweep, W.write_stability, W.write_robustness, F.fig_scale\n"
-            "from circuitloc import analysis, sweep\n"  # their lazy imports
+            "from circuitloc.report import analysis, sweep\n"
             "print(sorted(k for k in ('torch', 'transformers', 'transformer_lens') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=smk_env(), timeout=120)
     assert out.returncode == 0, out.stderr
@@ -98,7 +98,7 @@ def test_unknown_names_are_errors_never_fallbacks():
         vocab.task("iio")
     with pytest.raises(ValueError, match="tasks.facts_shared"):
         vocab.workflow_tasks(["ioi", "facts_shared"])
-    from circuitloc import replacement
+    from circuitloc.engine import replacement
 
     assert set(replacement.KIND_REPLACEMENT) == set(vocab.REPLACING_KINDS)  # every replacing kind has its builder
     assert set(vocab.REPLACING_KINDS) < set(vocab.KINDS)

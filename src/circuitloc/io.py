@@ -1,91 +1,15 @@
-"""Atomic writers: an artifact either exists whole or not at all."""
+"""The artifacts a job reads and writes: cards, parquet and CSV tables, figures, JSON, each written
+atomically (circuitloc.atomic): an artifact either exists whole or not at all."""
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import json
-import os
-import re
-import shutil
-import tempfile
 from pathlib import Path
 
-from .errors import ArtifactError
+import numpy as np
+import polars as pl
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-@contextlib.contextmanager
-def atomic_path(path, suffix: str | None = None):
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _drop_stale(path, suffix or path.suffix)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix, dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from a shared group
-    tmp = Path(tmp)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-@contextlib.contextmanager
-def atomic_dir(path):
-    """Yield a temporary directory beside `path`; it replaces `path` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _drop_stale(path, "")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_UMASK)
-    try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-
-
-def _drop_stale(path: Path, suffix: str) -> None:
-    """Remove what a killed writer of `path` left beside it (its own temporaries, named as
-    tempfile names them): one job owns an output path, so such a file is from an interrupted run."""
-    own = re.compile(rf"\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}{re.escape(suffix)}")
-    for old in path.parent.glob(f".{glob.escape(path.name)}.*"):
-        if not own.fullmatch(old.name):
-            continue
-        if old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink(missing_ok=True)
-
-
-def write_json(obj, path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n")
-
-
-def read_json(path):
-    """A JSON artifact; a missing, empty or malformed file is an ArtifactError naming it."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ArtifactError(f"{path}: cannot read ({e.strerror or e})") from e
-    except UnicodeDecodeError as e:
-        raise ArtifactError(f"{path}: not JSON (not UTF-8 text: {e.reason} at byte {e.start})") from e
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        what = "empty file" if not text.strip() else f"{e.msg} at line {e.lineno}, column {e.colno}"
-        raise ArtifactError(f"{path}: not valid JSON ({what}); delete it and rerun the stage that "
-                            "writes it") from e
-
+from circuitloc.atomic import atomic_dir, atomic_path, read_json, write_json, write_text  # noqa: F401  (one API for jobs)
+from circuitloc.errors import ArtifactError
 
 # What every later stage reads from a model's card.json (circuitloc.models.card writes more).
 CARD_KEYS = ("name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model", "d_head",
@@ -119,7 +43,6 @@ def read_card(path):
 def read_parquet(path, columns: tuple | list = (), what: str = "table"):
     """A parquet artifact as a polars DataFrame; unreadable (truncated, not parquet) or lacking a
     required column is an ArtifactError naming the file, the problem and the missing columns."""
-    import polars as pl
 
     try:
         df = pl.read_parquet(path)
@@ -142,7 +65,6 @@ TEXT_COLUMNS = ("top_head", "top_kv_group", "top_layer")
 
 def read_csv(path, text: tuple | list = TEXT_COLUMNS):
     """A CSV table this pipeline wrote, as a polars DataFrame; the columns in `text` stay strings."""
-    import polars as pl
 
     try:
         head = pl.read_csv(path, n_rows=0).columns
@@ -156,7 +78,6 @@ def frame(rows, columns: list | None = None):
     """A polars DataFrame from a list of row dicts (or a dict of columns). Every row is inspected
     for the schema; a key missing from some rows is null there; ints and floats of one column
     become floats."""
-    import polars as pl
 
     if isinstance(rows, dict):
         return pl.DataFrame(rows)
@@ -168,7 +89,6 @@ def frame(rows, columns: list | None = None):
 
 def _scalar(v):
     """numpy scalars as Python ones (polars would read a numpy bool as a float)."""
-    import numpy as np
 
     return v.item() if isinstance(v, np.generic) else v
 
@@ -178,14 +98,8 @@ def write_parquet(df, path) -> None:
         df.write_parquet(tmp)
 
 
-def write_text(text: str, path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
 def csv_ready(df):
     """As a CSV stores it: NaN empty (as null), booleans True / False."""
-    import polars as pl
 
     return df.with_columns(
         [pl.col(c).fill_nan(None) for c, t in df.schema.items() if t.is_float()]
@@ -202,17 +116,3 @@ def save_figure(fig, path) -> None:
     """Save PNG (and a PDF sibling when the path asks for .pdf too) atomically."""
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=150, bbox_inches="tight", format=Path(path).suffix.lstrip("."))
-
-
-def _jsonable(o):
-    import numpy as np
-
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o)}")

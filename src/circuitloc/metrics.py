@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,3 +135,25 @@ def rank(scores: pl.DataFrame) -> pl.DataFrame:
 def top(scores: pl.DataFrame) -> dict:
     """The top unit's row (`rank`'s first) as a dict."""
     return rank(scores).row(0, named=True)
+
+
+HEADS_TO = re.compile(r"^heads_to_\d+(_\d+)?(_greedy)?$")
+
+
+def heads_to_measures(columns) -> list[str]:
+    """The heads-to-threshold measures a table has: ranked first, then greedy when its curves had one."""
+    found = [c for c in columns if HEADS_TO.match(c)]
+    return sorted(found, key=lambda c: c.endswith("_greedy"))
+
+
+def specificity_verdict(off_task_damage: list[float], neutral_rise: float, specific: float = 0.2,
+                        general: float = 0.5, neutral_specific: float = 0.05) -> str:
+    """'specific' when the unit barely touches the other tasks and plain text; 'breaks everything'
+    when it removes at least half of another task or a quarter of next-token performance."""
+    off = [d for d in off_task_damage if np.isfinite(d)]
+    neutral_ok = not np.isfinite(neutral_rise)
+    if (off and max(off) >= general) or (np.isfinite(neutral_rise) and neutral_rise >= 0.25):
+        return "breaks everything" if off and min(off) >= general else "breaks other tasks"
+    if all(d < specific for d in off) and (neutral_ok or neutral_rise < neutral_specific):
+        return "specific"
+    return "partly shared"

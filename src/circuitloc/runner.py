@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
+
+from circuitloc.errors import CircuitlocError
 
 log = logging.getLogger("circuitloc")
 
@@ -32,9 +35,7 @@ def setup(log_path=None, threads: int | None = None, seed: int = 0) -> None:
 
 def run(fn, *args, **kwargs):
     """Run a job; a CircuitlocError becomes one clear line and a failed job, not a traceback."""
-    import sys
 
-    from .errors import CircuitlocError
 
     try:
         return fn(*args, **kwargs)

@@ -1,4 +1,5 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
 from circuitloc.models.build import build_model
 from circuitloc.runner import run, setup
 

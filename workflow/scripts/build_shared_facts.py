@@ -1,5 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.datasets import build_shared_facts
+
+from circuitloc.engine.datasets import build_shared_facts
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.seed)

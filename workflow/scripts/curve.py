@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
+from circuitloc.engine.pipeline import curve, for_each_ablation
 from circuitloc.io import read_card
-from circuitloc.pipeline import curve, for_each_ablation
 from circuitloc.resume import for_job
 from circuitloc.runner import run, setup
 

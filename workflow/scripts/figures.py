@@ -1,5 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.figures import fig_curves, fig_heatmap
+
+from circuitloc.report.figures import fig_curves, fig_heatmap
 from circuitloc.runner import run, setup
 
 

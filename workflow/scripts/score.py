@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
+from circuitloc.engine.pipeline import for_each_ablation, score
 from circuitloc.io import read_card
-from circuitloc.pipeline import for_each_ablation, score
 from circuitloc.resume import for_job
 from circuitloc.runner import run, setup
 

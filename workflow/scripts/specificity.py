@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
+from circuitloc.engine.pipeline import specificity
 from circuitloc.io import read_card
-from circuitloc.pipeline import specificity
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.opts["seed"])

@@ -1,7 +1,8 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.figures import fig_stability
+
+from circuitloc.report.figures import fig_stability
+from circuitloc.report.writers import write_stability
 from circuitloc.runner import run, setup
-from circuitloc.writers import write_stability
 
 setup(log_path=snakemake.log[0])
 task, primary, out = snakemake.wildcards.task, snakemake.params.primary, snakemake.output

@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
+from circuitloc.report.writers import write_sweep_overview
 from circuitloc.runner import run, setup
-from circuitloc.writers import write_sweep_overview
 
 setup(log_path=snakemake.log[0])
 run(write_sweep_overview, paired=dict(zip(snakemake.params.pairs, snakemake.input.paired)),

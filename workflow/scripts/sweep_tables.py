@@ -1,7 +1,8 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
-from circuitloc.figures import fig_sweep
+
+from circuitloc.report.figures import fig_sweep
+from circuitloc.report.writers import write_sweep
 from circuitloc.runner import run, setup
-from circuitloc.writers import write_sweep
 
 setup(log_path=snakemake.log[0])
 task, ablation, ci, out = snakemake.wildcards.task, snakemake.wildcards.ablation, snakemake.params.ci, snakemake.output

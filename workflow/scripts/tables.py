@@ -1,6 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
+
+from circuitloc.report.writers import write_table1, write_table2
 from circuitloc.runner import run, setup
-from circuitloc.writers import write_table1, write_table2
 
 
 def _by_model(files):

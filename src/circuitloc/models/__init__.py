@@ -1,6 +1,6 @@
 """The models stage: every source ends as a card plus something `load` can open."""
 
-from .card import make_card
-from .load import load, load_hf
+from circuitloc.models.card import make_card
+from circuitloc.models.load import load, load_hf
 
 __all__ = ["make_card", "load", "load_hf"]

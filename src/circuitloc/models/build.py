@@ -6,20 +6,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import io
-from ..errors import ModelSourceError
-from ..runner import log
+from circuitloc import io
+from circuitloc.errors import ModelSourceError
+from circuitloc.runner import log
 
 
 def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
-    from .card import make_card
-    from .load import load_tokenizer, resolve_hf
+    from circuitloc.models.card import make_card
+    from circuitloc.models.load import load_tokenizer, resolve_hf
 
     source = spec.get("source")
     t0 = time.time()
     extra = {}
     if source == "toy":
-        from .toy import train_toy
+        from circuitloc.models.toy import train_toy
 
         spec = {"prepend_bos": True, **spec}  # toys are trained on rows that start with <bos>
         result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
@@ -28,13 +28,13 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
         if result.get("checkpoint"):
             extra["checkpoint"] = result["checkpoint"]
     elif source == "gguf":
-        from .gguf import convert_gguf, fetch_gguf
+        from circuitloc.models.gguf import convert_gguf, fetch_gguf
 
         gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download")
         convert_gguf(gguf, weights_dir)
         path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
     elif source == "hf":
-        from ..hub import snapshot_commit
+        from circuitloc.plan.hub import snapshot_commit
 
         path = resolve_hf(name, spec["hf"], spec.get("revision"))
         # the snapshot it came from: the commit (a local directory has none), and what was asked for

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelSourceError
+from circuitloc.errors import ModelSourceError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -14,7 +14,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
     """A local directory as is; a hub id at `revision` (branch, tag or commit; default main) through
     the local cache (never a silent download offline). The returned snapshot directory is named by
-    its commit (circuitloc.hub.snapshot_commit)."""
+    its commit (circuitloc.plan.hub.snapshot_commit)."""
     if Path(repo).expanduser().exists() or repo.startswith(("/", ".", "~")) or repo.count("/") != 1:
         if revision:
             raise ModelSourceError(f"model {name!r}: revision {revision!r} is for hub ids; {repo} is a local directory")

@@ -37,13 +37,13 @@ import numpy as np
 import polars as pl
 import torch
 
-from ..checkpoints import CHECKPOINT_FILES, checkpoint_files
-from ..errors import ToyTrainingError
-from ..io import atomic_dir, write_json
-from ..tasks import facts as facts_task
-from ..tasks import induction as induction_task
-from ..tasks import ioi as ioi_task
-from ..tasks.common import pad_right
+from circuitloc.errors import ToyTrainingError
+from circuitloc.io import atomic_dir, write_json
+from circuitloc.plan.checkpoints import CHECKPOINT_FILES, checkpoint_files
+from circuitloc.tasks import facts as facts_task
+from circuitloc.tasks import induction as induction_task
+from circuitloc.tasks import ioi as ioi_task
+from circuitloc.tasks.common import pad_right
 
 SPECIALS = ["<bos>", "<eos>", "<pad>", "<unk>"]
 
@@ -437,7 +437,7 @@ def from_checkpoint(spec: dict, out_dir, log=print) -> dict:
 
     from transformers import Qwen2ForCausalLM
 
-    from .load import load_tokenizer
+    from circuitloc.models.load import load_tokenizer
 
     ck = Path(spec["checkpoint"])
     missing = [f for f in checkpoint_files(ck) if not Path(f).is_file()]

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from ..errors import DatasetError
+from circuitloc.errors import DatasetError
 
 
 def encode(tokenizer, text: str, prepend_bos: bool) -> list[int]:

@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 import torch
 
-from ..errors import DatasetError
-from .common import encode, mark_scoring, sample_rows, single_token
+from circuitloc.errors import DatasetError
+from circuitloc.tasks.common import encode, mark_scoring, sample_rows, single_token
 
 FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv"
 COLUMNS = ["domain", "subject", "relation", "answer", "natural", "qa"]

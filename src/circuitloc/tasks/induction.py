@@ -8,8 +8,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from ..errors import DatasetError
-from .common import mark_scoring
+from circuitloc.engine.heads import induction_scores
+from circuitloc.errors import DatasetError
+from circuitloc.tasks.common import mark_scoring
+from circuitloc.tasks.registry import prompts
 
 _SPACED = re.compile(r" [a-z]{3,10}")
 _BARE = re.compile(r"[a-z]{3,10}")
@@ -74,7 +76,6 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, **_):
 def floor_per_prompt(job) -> np.ndarray:
     """The loss with the task gone: each prompt's own no-repeat sequence (its first [A][B]
     replaced by random tokens), the same final token predicted."""
-    from .registry import prompts
 
     p = prompts(job.df, job.task, job.pad, column="norep_ids")
     name = job.task.metric_name
@@ -84,7 +85,6 @@ def floor_per_prompt(job) -> np.ndarray:
 def unit_columns(job) -> pl.DataFrame:
     """attn_score: mean attention from the last position to B's position (the ABA offset), per
     query head; for kv and layer units, the mean over the unit's query heads."""
-    from ..heads import induction_scores
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
                                 torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])

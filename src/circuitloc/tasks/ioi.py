@@ -20,10 +20,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from .. import hub
-from ..errors import DatasetError
-from ..hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.hub)
-from .common import encode, mark_scoring, sample_rows, single_token
+from circuitloc.errors import DatasetError
+from circuitloc.plan import hub
+from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
+from circuitloc.tasks.common import encode, mark_scoring, sample_rows, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
 FAHAMU_COLUMN = "ioi_sentences"
@@ -204,7 +204,7 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
 
 
 def fahamu_path(source: dict) -> Path:
-    """The parquet file of a `{kind: fahamu}` source (circuitloc.hub.fahamu_path, without its commit)."""
+    """The parquet file of a `{kind: fahamu}` source (circuitloc.plan.hub.fahamu_path, without its commit)."""
     return hub.fahamu_path(source)[0]
 
 
@@ -214,7 +214,6 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
     to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
     are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
     whole. Rows come in file order. Returns (rows, counts)."""
-    import polars as pl
 
     path = Path(path)
     if not path.is_file():

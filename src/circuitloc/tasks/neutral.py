@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ..errors import DatasetError
+from circuitloc.errors import DatasetError
 
 
 def windows(text_path, tokenizer, prepend_bos: bool, n: int = 48, length: int = 24, seed: int = 0):

@@ -1,4 +1,4 @@
-"""A task is its spec (circuitloc.vocab: names, columns, floors, splits, as data) plus its module's
+"""A task is its spec (circuitloc.plan.vocab: names, columns, floors, splits, as data) plus its module's
 behaviour. The interface a task module offers:
 
 - `METRICS`: {metric name: fn(last_logits, batch) -> per-prompt values} for every name in the spec;
@@ -21,10 +21,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from .. import vocab
-from ..errors import DatasetError
-from ..scan import Prompts
-from .common import pad_right
+from circuitloc.engine.scan import Prompts
+from circuitloc.errors import DatasetError
+from circuitloc.plan import vocab
+from circuitloc.tasks.common import pad_right
 
 
 @dataclass(frozen=True)

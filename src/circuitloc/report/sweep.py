@@ -1,106 +1,24 @@
-"""The controlled experiment: toy models that differ only in their number of key/value heads,
-trained with one recipe over several seeds and sizes, and what the seeds say together.
-
-A `sweep:` config block expands into ordinary toy models (every stage treats them like any other
-model); `summarize` turns their Table 1 rows into means and intervals across seeds and paired
-comparisons against the MHA model of the same seed and size.
-"""
+"""What the controlled experiment's seeds say together: `summarize` turns the sweep toys' Table 1
+rows into means and intervals across seeds, `paired` into paired comparisons against the MHA model
+of the same seed and size, `overview` into one verdict per comparison. The toys themselves come
+from circuitloc.plan.sweep."""
 
 from __future__ import annotations
 
-import re
+import numpy as np
+import polars as pl
 
-from .errors import ConfigError
-
-# numpy, polars and scipy are imported where used: the Snakefile imports `expand` at parse time,
-# in whatever Python runs Snakemake.
-
-META = "sweep"  # the key under which an expanded model carries its (size, kv_heads, seed)
-
-
-def model_name(prefix: str, size: str, kv: int, seed: int) -> str:
-    return f"{prefix}_{size}_kv{kv}_s{seed}"
-
-
-# Per-size keys that are not architecture fields.
-SIZE_KEYS = ("kv_heads", "match_params")
-
-
-def kv_params(d_model: int, n_heads: int, n_kv_heads: int) -> int:
-    """Key and value projection parameters of one toy layer (Qwen2: weights and biases)."""
-    d_head = d_model // n_heads
-    return 2 * n_kv_heads * d_head * (d_model + 1)
-
-
-def matched_d_mlp(arch: dict, kv: int) -> int:
-    """The MLP width that gives back what fewer KV heads take away: a gated MLP has 3 d_model
-    parameters per unit of width, so KV 1 of 8 at d_model 128 (d_head 32) gets +64.5 -> +64
-    units per layer. Rounding leaves at most 1.5 d_model parameters per layer."""
-    d_model, heads = int(arch["d_model"]), int(arch["n_heads"])
-    removed = kv_params(d_model, heads, heads) - kv_params(d_model, heads, kv)
-    return int(arch["d_mlp"]) + round(removed / (3 * d_model))
-
-
-def expand(sweep: dict) -> dict:
-    """{model name: model spec}: one toy per size x KV-head count x seed. The recipe is shared; a
-    size sets only architecture fields; a model differs from its siblings only in n_kv_heads, seed
-    and its size's fields. Models of one size and seed form a family (the controlled set).
-
-    A size may name its own `kv_heads` (for example 4, 2, 1 for 4 query heads of width 32) and
-    `match_params: true`: then each model's MLP is widened by what its fewer KV heads removed
-    (`matched_d_mlp`), so attention type is separated from parameter count."""
-    prefix = sweep.get("prefix", "sweep")
-    recipe = dict(sweep["recipe"])
-    for key in ("n_kv_heads", "seed"):
-        if key in recipe:
-            raise ConfigError(f"sweep.recipe.{key}: set by the sweep itself (sweep.kv_heads / sweep.seeds)")
-    extra = dict(sweep.get("model", {}))  # model-level keys for every sweep model (tasks, curves, ablation)
-    out = {}
-    for size, arch in sweep["sizes"].items():
-        toy = {**recipe, **{k: v for k, v in arch.items() if k not in SIZE_KEYS}}
-        heads = int(toy.get("n_heads", 8))
-        kv_list = arch.get("kv_heads", sweep["kv_heads"])
-        field = f"sweep.sizes.{size}.kv_heads" if "kv_heads" in arch else "sweep.kv_heads"
-        if max(int(k) for k in kv_list) != heads:
-            raise ConfigError(f"{field}: {list(kv_list)} has no MHA model (n_kv_heads = n_heads = {heads}), "
-                              f"which the paired comparisons of size {size!r} need")
-        for kv in kv_list:
-            if heads % int(kv):
-                raise ConfigError(f"{field}: {kv} does not divide n_heads = {heads} (size {size!r})")
-            shape = dict(toy)
-            if arch.get("match_params"):
-                for key in ("d_model", "d_mlp"):
-                    if key not in shape:
-                        raise ConfigError(f"sweep.sizes.{size}: match_params needs {key} in the size or the recipe")
-                shape["d_mlp"] = matched_d_mlp({**shape, "n_heads": heads}, int(kv))
-            for seed in sweep["seeds"]:
-                out[model_name(prefix, size, int(kv), int(seed))] = {
-                    **extra, "source": "toy", "family": f"{prefix}_{size}_s{seed}",
-                    "toy": {**shape, "n_kv_heads": int(kv), "seed": int(seed)},
-                    META: {"size": size, "kv_heads": int(kv), "seed": int(seed)}}
-    return out
-
-
-def figure_sample(models: dict, names: list, max_models: int) -> list:
-    """Which of `names` (models of one figure, in config order) get a panel when a figure may show
-    at most `max_models`: every model that is not from a sweep, then sweep toys lowest seed first
-    (within a seed, in `names` order, which is the sweep's size x KV order), until `max_models`. The
-    chosen keep their `names` order. Deterministic, and with one toy per (size, KV) cell before any
-    cell gets a second, where max_models allows."""
-    if max_models < 1:
-        raise ConfigError(f"figures.max_models: must be at least 1, got {max_models}")
-    if len(names) <= max_models:
-        return list(names)
-    rank = {n: (0, 0, i) if META not in models[n] else (1, int(models[n][META]["seed"]), i)
-            for i, n in enumerate(names)}
-    chosen = set(sorted(names, key=rank.__getitem__)[:max_models])
-    return [n for n in names if n in chosen]
+from circuitloc import metrics as M
+from circuitloc import stats as S
+from circuitloc.io import frame
+from circuitloc.metrics import heads_to_label, heads_to_measures
+from circuitloc.report.analysis import behaves
+from circuitloc.report.tables import top_head_measure
 
 
 def _interval(x, ci: float):
     """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
     value: the callers pass uncensored measures only."""
-    import numpy as np
     from scipy import stats
 
     x = np.asarray(x, float)
@@ -119,13 +37,7 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
     heads-to-threshold is kept as its bound K with `{measure}_censored` = True; the measure and its
     _frac hold observed values only (NaN for a censored curve). `top_head_prompts` says whether the
     top unit's score is held out or, where the curves ran on all prompts, in-sample (`scoring`)."""
-    import numpy as np
-    import polars as pl
 
-    from . import metrics as M
-    from .analysis import behaves
-    from .io import frame
-    from .tables import top_head_measure
 
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
     task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
@@ -174,18 +86,8 @@ METRICS = ("top_head_pct", "curve_area", "top_share", "effective_units")
 # heads-to-threshold on the ranked curve and on the greedy curve (the paper's), named from the
 # configured threshold (heads_to_80, heads_to_90_greedy, ...): may be '> K', so a median (or bound)
 # and a censored count, never a mean over made-up values
-HEADS_TO = re.compile(r"^heads_to_\d+(_\d+)?(_greedy)?$")
-
-
-def heads_to_measures(columns) -> list[str]:
-    """The heads-to-threshold measures a table has: ranked first, then greedy when its curves had one."""
-    found = [c for c in columns if HEADS_TO.match(c)]
-    return sorted(found, key=lambda c: c.endswith("_greedy"))
-
-
 def _values(g, m):
     """(value or bound, censored) of a censorable measure (a count or its _frac), one per row of g."""
-    import numpy as np
 
     censored = g[f"{m.removesuffix('_frac')}_censored"].to_numpy().astype(bool)
     v = np.where(censored, _floats(g[f"{m}_bound"]), _floats(g[m]))
@@ -194,7 +96,6 @@ def _values(g, m):
 
 def _floats(col):
     """A column as a float array, null as NaN."""
-    import numpy as np
 
     return np.asarray(col.cast(float).to_numpy(), float)
 
@@ -203,9 +104,7 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
     """Mean and t-interval of the clean metric and uncensored measures over the rows of g; for
     heads-to-80% the censored count, and the mean and t-interval only when nothing is censored,
     else NaN (the median, flagged when it is a lower bound, is given either way)."""
-    import numpy as np
 
-    from . import stats as S
 
     row = {}
     for m in ("clean",) + METRICS:
@@ -233,7 +132,6 @@ def _mha_kv(g) -> int:
 def _pair_seeds(g, kv, mha_kv) -> list:
     """Seeds where the model with `kv` KV heads and the MHA model both passed their checks and show
     task behaviour (for the MHA row itself: where it does)."""
-    import polars as pl
 
     ok = lambda k: set(g.filter((pl.col("kv_heads") == k) & pl.col("used"))["seed"].to_list())  # noqa: E731
     return sorted(ok(kv) & ok(mha_kv))
@@ -255,9 +153,7 @@ def summarize(pm, ci: float = 0.95):
     so a row and its paired test describe the same toys; the MHA row over the seeds of its pairs
     (`_row_seeds`). Counted, not used: toys that failed their
     checks (excluded_seeds) and toys without task behaviour (no_behaviour_seeds)."""
-    import polars as pl
 
-    from .io import frame
 
     rows = []
     for (size,), gs in pm.group_by("size", maintain_order=True):
@@ -277,7 +173,6 @@ def summarize(pm, ci: float = 0.95):
 def _paired_t(o, b, ci):
     """(mean difference, lo, hi, p) of a paired t-test of o against b over the pairs where both are
     finite (a value the conditioning rule refused drops its pair)."""
-    import numpy as np
     from scipy import stats
 
     ok = np.isfinite(o) & np.isfinite(b)
@@ -298,11 +193,7 @@ def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
     `direction_top_head` and `direction_heads_to` (+1: fewer KV heads more concentrated) and
     `verdict_heads_to` (which heads-to measure) are written beside `verdict` (`verdict`), so the
     overview reads the same directions."""
-    import numpy as np
-    import polars as pl
 
-    from . import stats as S
-    from .io import frame
 
     def by_seed(df, seeds):  # the rows of df for these seeds, in this order
         return pl.DataFrame({"seed": pl.Series(seeds, dtype=df["seed"].dtype)}).join(
@@ -371,13 +262,11 @@ def paired_tests(columns) -> list[str]:
 
 
 def _sign(x) -> int:
-    import numpy as np
 
     return int(np.sign(x)) if x is not None and np.isfinite(x) else 0
 
 
 def _finite(col):
-    import numpy as np
 
     x = _floats(col)
     return x[np.isfinite(x)]
@@ -390,7 +279,6 @@ def verdict(row: dict, suffix: str, alpha: float, p_adjust: str = "holm") -> str
     over every table). 'yes' / 'no' when at least one is significant and both point the same way;
     'mixed' when one is significant and they do not (the other points the other way or nowhere);
     else no clear difference. The curve area is reported, adjusted, and not part of it."""
-    import numpy as np
 
     if (row.get("n_pairs") or 0) < 2:
         return ("n/a: fewer than 2 seeds where both models passed their checks, show task behaviour and may "
@@ -420,11 +308,7 @@ def overview(tables: dict, alpha: float = 0.05, p_adjust: str = "holm"):
     `verdict_all` the same function (`verdict`) on the same directions with the `_all` p-values,
     so the two differ only by the adjustment. A task key may carry a metric ('facts (accuracy)'),
     so that both facts metrics of a sweep are adjusted together."""
-    import numpy as np
-    import polars as pl
 
-    from . import stats as S
-    from .io import frame
 
     keep = ["size", "kv_heads", "vs_kv_heads", "n_pairs", "clean_metric", "mha_clean", "clean",
             "mha_top_head_pct", "top_head_pct", "top_head_pct_diff", "top_head_pct_diff_lo", "top_head_pct_diff_hi",
@@ -470,6 +354,5 @@ def overview(tables: dict, alpha: float = 0.05, p_adjust: str = "holm"):
 
 def M_label(value: float, bounded: bool) -> str:
     """A median heads-to fraction as the one heads-to formatter writes it ('0.25', '> 0.5')."""
-    from .metrics import heads_to_label
 
     return heads_to_label(float(f"{value:.3g}"), bounded)

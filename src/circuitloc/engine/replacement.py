@@ -17,8 +17,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from .scan import Prompts, Scanner, hooked
-from .vocab import MEAN, RESAMPLE
+from circuitloc.engine.scan import Prompts, Scanner, hooked
+from circuitloc.plan.vocab import MEAN, RESAMPLE
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
@@ -129,7 +129,7 @@ def resample_replacement(scanner: Scanner, source: Prompts, target, sources) -> 
     return out
 
 
-# ---- one entry per ablation kind that replaces a unit's output (circuitloc.vocab.REPLACING_KINDS) --
+# ---- one entry per ablation kind that replaces a unit's output (circuitloc.plan.vocab.REPLACING_KINDS) --
 def for_mean(scanner: Scanner, full: Prompts, full_df: pl.DataFrame, align: tuple, rows, min_group: int, seed: int):
     """Mean ablation of a job: per-position means within aligned groups of >= min_group prompts of
     the whole task set, else the mean over positions. Returns (replacement, share aligned)."""

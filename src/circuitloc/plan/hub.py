@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import DatasetError
+from circuitloc.errors import DatasetError
 
 FAHAMU_REPO = "fahamu/ioi"
 FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}

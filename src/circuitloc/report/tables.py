@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import polars as pl
+from tabulate import tabulate
 
-from . import io
-from . import metrics as M
-from . import vocab
-from .io import frame
-from .metrics import rank
-from .vocab import TOP_COLUMN, unit_kind
+from circuitloc import io
+from circuitloc import metrics as M
+from circuitloc.io import frame
+from circuitloc.metrics import rank
+from circuitloc.plan import vocab
+from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
 
 
 def metric_of(frame: pl.DataFrame) -> str | None:
@@ -228,7 +229,6 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
 def to_markdown(df: pl.DataFrame, title: str) -> str:
     """A titled pipe table: floats to 4 significant digits, NaN and null empty; a count with a
     `{column}_bounded` flag beside it is written '> K' where bounded (the flag column is not shown)."""
-    from tabulate import tabulate
 
     flags = {c: f"{c}_bounded" for c in df.columns if df.schema.get(f"{c}_bounded") == pl.Boolean}
     shown = [c for c in df.columns if c not in flags.values()]

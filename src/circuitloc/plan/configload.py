@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import ConfigError
+from circuitloc.errors import ConfigError
 
 # A layer that names one of these replaces the value below it instead of merging into it: two
 # configs' models are never mixed (the default's three models must not ride along with the paper's).

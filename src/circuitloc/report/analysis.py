@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from . import metrics as M
-from . import stats as S
-from . import vocab
-from .io import frame
-from .tables import top_head_measure
-from .vocab import parse_ablation
+from circuitloc import metrics as M
+from circuitloc import stats as S
+from circuitloc.io import frame
+from circuitloc.metrics import heads_to_measures
+from circuitloc.plan import vocab
+from circuitloc.plan.vocab import parse_ablation
+from circuitloc.report.tables import top_head_measure
 
 # -- stability ---------------------------------------------------------------------------
 
@@ -84,26 +85,12 @@ def shared_stability_row(task: str, model: str, attention: str, ablation: str, p
 
 # -- specificity -------------------------------------------------------------------------
 
-def specificity_verdict(off_task_damage: list[float], neutral_rise: float, specific: float = 0.2,
-                        general: float = 0.5, neutral_specific: float = 0.05) -> str:
-    """'specific' when the unit barely touches the other tasks and plain text; 'breaks everything'
-    when it removes at least half of another task or a quarter of next-token performance."""
-    off = [d for d in off_task_damage if np.isfinite(d)]
-    neutral_ok = not np.isfinite(neutral_rise)
-    if (off and max(off) >= general) or (np.isfinite(neutral_rise) and neutral_rise >= 0.25):
-        return "breaks everything" if off and min(off) >= general else "breaks other tasks"
-    if all(d < specific for d in off) and (neutral_ok or neutral_rise < neutral_specific):
-        return "specific"
-    return "partly shared"
-
-
 # -- robustness --------------------------------------------------------------------------
 
 def _side(df: pl.DataFrame) -> dict:
     """One side of a comparison: its models, mean top head score, heads-to-threshold (the ranked
     curve's `heads_to_{pct}`: mean count, bounded when any model's is; the fraction from each
     model's count, a bound '> K' at its K, flagged), mean curve area and effective units."""
-    from .sweep import heads_to_measures
 
     name = heads_to_measures(df.columns)[0]
     h = [M.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored() for r in df.iter_rows(named=True)]

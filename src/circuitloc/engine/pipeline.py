@@ -9,14 +9,17 @@ from __future__ import annotations
 import polars as pl
 import torch
 
-from . import ablation as A
-from . import io
-from . import metrics as M
-from .job import AblationJob, progress, read_ranked
-from .runner import log
-from .tasks.common import curve_rows
-from .tasks.registry import dataset_columns, unit_columns
-from .vocab import NEUTRAL
+from circuitloc import io
+from circuitloc import metrics as M
+from circuitloc.engine import ablation as A
+from circuitloc.engine.job import AblationJob, progress, read_ranked
+from circuitloc.metrics import specificity_verdict
+from circuitloc.models.load import load_engine
+from circuitloc.plan.vocab import NEUTRAL
+from circuitloc.runner import log
+from circuitloc.tasks.common import curve_rows
+from circuitloc.tasks.neutral import windows
+from circuitloc.tasks.registry import dataset_columns, unit_columns
 
 
 # -- scores and curves -------------------------------------------------------------------
@@ -30,7 +33,6 @@ def for_each_ablation(fn, task_name, card, dataset, ablations, per_ablation: dic
     number depends on the grouping (tests/test_pipeline_groups.py). `stash`: a `resume.Stash` that
     keeps each finished ablation's files, so a failed or killed job loses none of them; its outputs
     are the keys of `per_ablation` that start with out_."""
-    from .models.load import load_engine
 
     full = io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset") \
         if not isinstance(dataset, pl.DataFrame) else dataset
@@ -153,8 +155,6 @@ def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, o
     """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
     breaks everything is not a task circuit. `metrics`: {task: the metric it is ranked on} (config
     `tasks.<task>.metric`; a task not named: its default)."""
-    from .models.load import load_engine
-    from .tasks.neutral import windows
 
     loaded = load_engine(card, device)
     tops = {t: read_ranked(p)["unit"][0] for t, p in scores.items()}
@@ -176,7 +176,6 @@ def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, o
             else:
                 damage[(src, target)] = (float(v[0]), float(val),
                                          float(M.damage(v[0], val, floor, job.task.higher_is_better)))
-    from .analysis import specificity_verdict
 
     rows = []
     for src, unit in tops.items():

@@ -7,12 +7,21 @@ import logging
 import numpy as np
 import polars as pl
 
-from . import metrics as M
-from . import stats as S
-from .metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
-from .scan import Prompts, Scanner
-from .units import Unit
-from .vocab import KINDS, LAYER, QUERY, UNIT_LABEL, UNITS, parse_ablation, unit_kind, unit_label  # noqa: F401
+from circuitloc import metrics as M
+from circuitloc import stats as S
+from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
+from circuitloc.plan.vocab import (  # noqa: F401
+    KINDS,
+    LAYER,
+    QUERY,
+    UNIT_LABEL,
+    UNITS,
+    parse_ablation,
+    unit_kind,
+    unit_label,
+)
+from circuitloc.units import Unit
 
 log = logging.getLogger(__name__)
 

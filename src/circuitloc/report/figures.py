@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import io
-from . import vocab
+from circuitloc import io
+from circuitloc.plan import vocab
+from circuitloc.report import plots
 
 
 def save(fig, png, pdf):
@@ -25,7 +26,6 @@ def _noted(title: str, note: str) -> str:
 def fig_heatmap(task, ablation, scores: dict, png, pdf, note: str = ""):
     """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B).
     `note`: a second title line (a sweep's figure shows a sample of its models)."""
-    from . import plots
 
     rows = list(vocab.task(task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
@@ -35,7 +35,6 @@ def fig_heatmap(task, ablation, scores: dict, png, pdf, note: str = ""):
 def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, note: str = ""):
     """Figure 2: damage against units ablated in rank order, one line per model (`note`: as for
     fig_heatmap)."""
-    from . import plots
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
     save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", threshold,
@@ -45,7 +44,6 @@ def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, n
 def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8):
     """Top head score and heads-to-threshold against parameter count, a column per task (Table 1
     CSVs, read as they are: count and bounded flag, no label to parse back)."""
-    from . import plots
 
     pct = f"{100 * threshold:g}%"
     title = f"Top head and heads-to-{pct} against scale ({ablation} ablation)" if ablation else ""
@@ -54,7 +52,6 @@ def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8
 
 def fig_stability(task, primary: str, panels: list, png, pdf):
     """The stability figure: the panels `writers.write_stability` returns (primary ablation)."""
-    from . import plots
 
     save(plots.stability(panels, title=f"{task}: single-unit drops under two input conditions "
                                        f"({primary} ablation)"), png, pdf)
@@ -62,7 +59,6 @@ def fig_stability(task, primary: str, panels: list, png, pdf):
 
 def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf, threshold: float = 0.8):
     """The sweep figure from `writers.write_sweep`'s summary and per-model rows."""
-    from . import plots
 
     save(plots.sweep(summary, per_model, threshold=threshold, title=f"{task}: {ablation} ablation across seeds "
                      f"(top head: mean and {int(ci * 100)}% interval; heads-to-{100 * threshold:g}%: median)"),

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import io
-from . import vocab
-from .tables import table1, table2, write_table
+from circuitloc import io
+from circuitloc.plan import vocab
+from circuitloc.report import analysis as AN
+from circuitloc.report import sweep as SW
+from circuitloc.report.analysis import robustness
+from circuitloc.report.tables import table1, table2, write_table
 
 
 def _read(paths: dict) -> dict:
@@ -47,7 +50,6 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
     """entries: dicts with model, card, ablation, prompts (per-prompt scores), dataset, and for
     facts the per-model and shared unit scores. Returns the figure's panels, the primary ablation's
     (title, {condition: unit, layer, head, drop}) (`figures.fig_stability`)."""
-    from . import analysis as AN
 
     rows, panels = [], []
     for e in entries:
@@ -75,7 +77,6 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
 
 def write_robustness(table1s: dict, out_csv, out_md):
     """table1s: {(task, ablation): Table 1 CSV}: MHA vs GQA under every ablation kind and unit."""
-    from .analysis import robustness
 
     write_table(robustness({k: io.read_csv(p) for k, p in table1s.items()}), out_csv, out_md,
                 "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
@@ -88,7 +89,6 @@ def write_sweep(*, task, ablation, table1_csv, cards: dict, meta: dict, ci, out_
     behaviour or whose damage the conditioning rule refused is counted, never used. opts: alpha and
     p_adjust (holm or bh) of the paired table (config `sweep:`, defaults in config/schema.yaml).
     Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
-    from . import sweep as SW
 
     passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
     pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
@@ -112,7 +112,6 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
     """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
     adjusted over all of them (`sweep.overview`). `extra`: {"task (label)/ablation": paired csv} of
     another run (config `sweep.adjust_with`, e.g. facts ranked by accuracy), adjusted together."""
-    from . import sweep as SW
 
     paths = {**paired, **(extra or {})}
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}

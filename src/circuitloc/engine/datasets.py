@@ -3,14 +3,17 @@ counts each filter removed, and the family-shared facts set."""
 
 from __future__ import annotations
 
-from . import io
-from .job import engine_label
-from .runner import log
-from .tasks import facts as facts_task
-from .tasks.common import pad_id
-from .tasks.registry import build_dataset as task_dataset
-from .tasks.registry import prompts as to_prompts
-from .tasks.registry import task_of
+from circuitloc import io
+from circuitloc.engine.job import engine_label
+from circuitloc.engine.scan import Scanner
+from circuitloc.errors import DatasetError
+from circuitloc.models.load import load_engine
+from circuitloc.runner import log
+from circuitloc.tasks import facts as facts_task
+from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.registry import build_dataset as task_dataset
+from circuitloc.tasks.registry import prompts as to_prompts
+from circuitloc.tasks.registry import task_of
 
 
 def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens,
@@ -19,9 +22,6 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
     removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
     ioi_templates and fahamu, facts); the job reads exactly those (default: the shipped
     resources and the configured paths)."""
-    from .errors import DatasetError
-    from .models.load import load_engine
-    from .scan import Scanner
 
     model, tok = load_engine(card, device)
 

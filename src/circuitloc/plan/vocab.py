@@ -10,7 +10,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from . import hub  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan import (
+    hub,  # the fahamu/ioi file names and their resolution (standard library only)
+)
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
@@ -20,7 +22,7 @@ KINDS = ("zero", "mean", "resample")
 ZERO, MEAN, RESAMPLE = KINDS
 UNITS = ("query", "kv", "layer")
 QUERY, KV, LAYER = UNITS
-# kinds whose replacement output is computed from the task set (circuitloc.replacement.KIND_REPLACEMENT)
+# kinds whose replacement output is computed from the task set (circuitloc.engine.replacement.KIND_REPLACEMENT)
 REPLACING_KINDS = (MEAN, RESAMPLE)
 
 
@@ -188,7 +190,7 @@ def load_task_modules(names=None) -> list[str]:
         module = importlib.import_module(name.strip())
         spec = getattr(module, "SPEC", None)
         if not isinstance(spec, TaskSpec):
-            raise ValueError(f"task module {name!r} has no SPEC (a circuitloc.vocab.TaskSpec)")
+            raise ValueError(f"task module {name!r} has no SPEC (a circuitloc.plan.vocab.TaskSpec)")
         out.append(register(spec).name)
     return out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .scan import Prompts, Scanner, hooked
+from circuitloc.engine.scan import Prompts, Scanner, hooked
 
 
 def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | None = None) -> torch.Tensor:

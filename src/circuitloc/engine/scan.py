@@ -27,7 +27,11 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .errors import EngineMismatchError, NonFiniteError, UnsupportedArchitectureError
+from circuitloc.errors import (
+    EngineMismatchError,
+    NonFiniteError,
+    UnsupportedArchitectureError,
+)
 
 Metric = Callable[[torch.Tensor, dict], torch.Tensor]
 Ablation = dict  # {layer: [query heads]}

@@ -8,15 +8,17 @@ import time
 
 import numpy as np
 import polars as pl
-import torch
 
-from . import ablation as A
-from . import io
-from . import vocab
-from .tasks import registry
-from .tasks.common import pad_id
-from .tasks.registry import dataset_columns, task_of
-from .tasks.registry import prompts as to_prompts
+from circuitloc import io
+from circuitloc.engine import ablation as A
+from circuitloc.engine import replacement as R
+from circuitloc.engine.scan import VERIFIED, Scanner
+from circuitloc.models.load import bridge_over, load_engine
+from circuitloc.plan import vocab
+from circuitloc.tasks import registry
+from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.registry import dataset_columns, task_of
+from circuitloc.tasks.registry import prompts as to_prompts
 
 log = logging.getLogger("circuitloc")
 
@@ -50,8 +52,6 @@ class AblationJob:
         (min_group) and seed; `loaded`: a (model, tokenizer) to reuse. `self_check`: compare the
         engine with a plain forward of the model first (a few prompts). `metric`: the facts metric
         (config `tasks.facts.metric`; None: margin)."""
-        from .models.load import load_engine
-        from .scan import VERIFIED, Scanner
 
         opts = opts or {}
         self.task = task_of(task_name, metric)
@@ -85,7 +85,6 @@ class AblationJob:
     def _replacement(self, full_df, min_group, seed) -> dict:
         """The replacement output of the job's kind (`replacement.KIND_REPLACEMENT`), and the share of
         prompts whose replacement came from aligned prompts."""
-        from . import replacement as R
 
         build = R.KIND_REPLACEMENT.get(self.kind)
         if build is None:
@@ -98,7 +97,6 @@ class AblationJob:
     @property
     def bridge(self):
         """TransformerLens' view of the same weights, built only when a job needs its hooks."""
-        from .models.load import bridge_over
 
         if not hasattr(self, "_bridge"):
             self._bridge = bridge_over(self.card, self.model, self.tok, self.device)

@@ -17,13 +17,13 @@ peak memory are those of the last sample, so lower bounds (by up to 30 s of CPU 
 
 from __future__ import annotations
 
+import logging
+
 import polars as pl
 
-from . import io
+from circuitloc import io
+from circuitloc.plan.dag import STAGES, dag_jobs, stage_of  # noqa: F401
 
-# pipeline order of the stages in the table (a stage not listed comes after these)
-STAGES = ("model", "dataset", "dataset_shared_facts", "scores", "curves", "tables", "figures", "figure_scale",
-          "specificity", "specificity_table", "stability", "robustness", "sweep_tables", "sweep_overview")
 SHARED = "(shared)"
 ALL = "all"
 COLUMNS = {"s": "wall_s", "cpu_time": "cpu_s", "max_rss": "max_rss_mb"}
@@ -41,37 +41,7 @@ def read_benchmark(path) -> dict:
 
 
 # rules that are another form of a stage: a hub model's card without weights of its own
-STAGE_ALIASES = {"model_hf": "model"}
 
-
-def stage_of(rule: str) -> str:
-    """The stage a rule belongs to: a rule made per group of ablations (`scores__zero_mean__query`)
-    counts under its stage (`scores`), `model_hf` under `model`."""
-    stage = rule.split("__", 1)[0]
-    return STAGE_ALIASES.get(stage, stage)
-
-
-def record_dag(jobs, path, exclude=()) -> list:
-    """[stage, model or None, benchmark file] of every job of a Snakemake DAG that has a benchmark
-    file (`jobs`: Snakemake's Job objects: rule.name, wildcards_dict, benchmark), in pipeline order,
-    written to `path` as JSON for the cost job."""
-    out = [[stage_of(j.rule.name), j.wildcards_dict.get("model"), str(j.benchmark)]
-           for j in jobs if j.rule.name not in exclude and j.benchmark]
-    order = {s: i for i, s in enumerate(STAGES)}
-    out.sort(key=lambda j: (order.get(j[0], len(order)), j[2]))
-    io.write_json(out, path)
-    return out
-
-
-def dag_jobs(path) -> tuple[list, list]:
-    """The recorded DAG's jobs whose benchmark file exists, as (stage, model, file), and the files
-    that are missing (a job run before it was written, or one removed since)."""
-    from pathlib import Path
-
-    found, missing = [], []
-    for stage, model, bench in io.read_json(path):
-        (found if Path(bench).is_file() else missing).append((stage, model, bench))
-    return found, [b for _, _, b in missing]
 
 
 def job_costs(jobs) -> pl.DataFrame:
@@ -156,7 +126,6 @@ def write_cost(jobs, csv_path, md_path) -> pl.DataFrame:
 def write_dag_cost(dag_record, csv_path, md_path) -> pl.DataFrame:
     """The cost table of every job of the recorded DAG (`dag_jobs`); the log names the jobs without a
     benchmark file."""
-    import logging
 
     found, missing = dag_jobs(dag_record)
     table = write_cost(found, csv_path, md_path)

@@ -22,6 +22,8 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from circuitloc.metrics import heads_to_label, heads_to_name
+
 
 # -- frames ----------------------------------------------------------------------------------
 def frame(df, columns: list[str] | None = None) -> pl.DataFrame:
@@ -229,7 +231,6 @@ def scale(table1s: dict, title: str = "", threshold: float = 0.8):
     threshold ('> K') is an open triangle at its bound K, labelled '> K'. A percentage the
     conditioning rule refused (clean ≈ floor: empty in Table 1) is marked with an x on the axis and
     'n/a', never plotted."""
-    from .metrics import heads_to_label, heads_to_name
 
     name, pct_label = heads_to_name(threshold), f"{100 * threshold:g}%"
     cols = ["family", "attention", "n_params", "top_head_pct", "top_head_pct_lo", "top_head_pct_hi", name,
@@ -378,7 +379,6 @@ def sweep(summary, per_model, title: str = "", threshold: float = 0.8):
     head: mean and t-interval across seeds. Heads-to-80%: the median (an open marker where it is a
     lower bound), a censored seed ('> K') drawn at its bound K as a triangle. A size keeps one
     colour and marker in every panel (its position among the sizes, in the summary's order)."""
-    from .metrics import heads_to_name
 
     summary, per_model = frame(summary), frame(per_model)
     name, greedy, pct = heads_to_name(threshold), heads_to_name(threshold, "greedy"), f"{100 * threshold:g}%"
