@@ -115,9 +115,9 @@ def _model(args):
     bridge, tok = load(card, args.device)
 
     from circuitloc.tasks.common import pad_id
+    from circuitloc.tasks.common import prompts as to_prompts
     from circuitloc.tasks.ioi import build, generate
     from circuitloc.tasks.registry import TASKS
-    from circuitloc.tasks.registry import prompts as to_prompts
 
     df, _ = build(generate(200, 0), tok, card["prepend_bos"], args.prompts, args.prompts, 0)
     return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card["n_heads"], card["d_head"]

@@ -11,8 +11,8 @@ from circuitloc.models.load import load_engine
 from circuitloc.runner import log
 from circuitloc.tasks import facts as facts_task
 from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import build_dataset as task_dataset
-from circuitloc.tasks.registry import prompts as to_prompts
 from circuitloc.tasks.registry import task_of
 
 

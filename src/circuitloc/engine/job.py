@@ -17,8 +17,8 @@ from circuitloc.models.load import bridge_over, load_engine
 from circuitloc.plan import vocab
 from circuitloc.tasks import registry
 from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import dataset_columns, task_of
-from circuitloc.tasks.registry import prompts as to_prompts
 
 log = logging.getLogger("circuitloc")
 

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from circuitloc.engine.scan import Prompts
 from circuitloc.errors import DatasetError
 
 
@@ -74,3 +75,10 @@ def pad_id(tokenizer) -> int:
         if tid is not None:
             return int(tid)
     return 0
+
+
+def prompts(df: pl.DataFrame, task, pad: int, column: str = "input_ids") -> Prompts:
+    """The dataset's rows as the engine's Prompts, with the per-prompt fields `task` reads."""
+    ids, last = pad_right(df[column].to_list(), pad)
+    fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
+    return Prompts(ids, last, fields)
