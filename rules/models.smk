@@ -1,3 +1,11 @@
+# `hf:` is read as from_pretrained reads it: an existing local directory, else a hub id (`gpt2`,
+# `owner/name`). A path that does not exist (or a string that is neither) stops the plan here with
+# a line naming models.<name>.hf, not the model job later (circuitloc.hub.hf_source).
+from circuitloc.hub import check_model_sources  # noqa: E402  (standard library only)
+
+check_model_sources(config["models"])
+
+
 # Models with weights of their own (toy: trained or copied here; gguf: dequantized here) declare
 # them as a directory() output, so Snakemake tracks, cleans and moves them with the card; an hf
 # model's weights stay in the Hugging Face cache (its card records the snapshot), so rule model_hf

@@ -12,15 +12,18 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
-    """A local directory as is; a hub id at `revision` (branch, tag or commit; default main) through
-    the local cache (never a silent download offline). The returned snapshot directory is named by
-    its commit (circuitloc.hub.snapshot_commit)."""
-    if Path(repo).expanduser().exists() or repo.startswith(("/", ".", "~")) or repo.count("/") != 1:
-        if revision:
-            raise ModelSourceError(f"model {name!r}: revision {revision!r} is for hub ids; {repo} is a local directory")
-        repo = str(Path(repo).expanduser())
-        if not Path(repo).is_dir():
-            raise ModelSourceError(f"model {name!r}: local directory {repo} does not exist")
+    """`hf:` as `from_pretrained` reads it (circuitloc.hub.hf_source): an existing local directory as
+    is; else a hub id (`gpt2`, `EleutherAI/pythia-160m`) at `revision` (branch, tag or commit;
+    default main) through the local cache (never a silent download offline). The returned snapshot
+    directory is named by its commit (circuitloc.hub.snapshot_commit)."""
+    from ..errors import ConfigError
+    from ..hub import hf_source
+
+    try:
+        kind, repo = hf_source(name, repo, revision)
+    except ConfigError as e:
+        raise ModelSourceError(f"model {name!r}: {e}") from None
+    if kind == "dir":
         if not (Path(repo) / "config.json").exists():
             raise ModelSourceError(f"model {name!r}: {repo} has no config.json (not a Hugging Face model directory)")
         return repo
