@@ -30,7 +30,7 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
     elif source == "gguf":
         from .gguf import convert_gguf, fetch_gguf
 
-        gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download")
+        gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download", name)
         convert_gguf(gguf, weights_dir)
         path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
     elif source == "hf":
