@@ -254,3 +254,42 @@ def test_facts_file_is_curated():
         assert got.get(key) == answer, key
     by_domain = df.group_by("domain").len()["len"]
     assert (by_domain >= 20).all()
+
+
+FACT_ROWS = [  # domain, subject, relation, answer, natural prompt (the qa form is derived)
+    ("people", "Mary", "friend_of", "John", "Mary went to the store with"),
+    ("people", "Tom", "friend_of", "Anna", "Tom gave a book to"),
+    ("people", "Paul", "friend_of", "Kate", "Paul went to the garden with"),
+    ("places", "drink", "sold_at", "store", "a drink is sold at the"),
+    ("places", "book", "read_in", "garden", "a book is read in the"),
+    ("people", "Lisa", "friend_of", "Mary", "Lisa gave a drink to"),
+]
+
+
+def write_facts(path, rows):
+    lines = ["\t".join(facts.COLUMNS)] + ["\t".join([*r, f"Q: {r[4]}?\\nA:"]) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_dirs):
+    """A fact repeated in the file (the same subject, relation and answer, whatever the prompt's
+    wording) is one fact: never both a scoring and a held-out row, the repeats counted."""
+    import json
+
+    from circuitloc import datasets as D
+    from helpers import card_for
+
+    repeats = [FACT_ROWS[0], FACT_ROWS[3][:4] + ("the drink is sold at the",), FACT_ROWS[5]]
+    path = write_facts(tmp_path / "facts.tsv", FACT_ROWS + repeats)
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    cfg = {"top_k": len(word_tokenizer()), "n_score": 3}  # every fact "known": only the duplicates go
+    out, filt = tmp_path / "facts.parquet", tmp_path / "facts.filter.json"
+    D.build_dataset("facts", card, cfg, 0, out, filt, batch_tokens=4096, inputs={"facts": str(path)})
+    df, counts = pl.read_parquet(out), json.loads(filt.read_text())
+    key = ["subject", "relation", "answer"]
+    assert not df.select(key).is_duplicated().any()
+    scoring, heldout = (set(df.filter(pl.col("score") == s).select(key).iter_rows()) for s in (True, False))
+    assert scoring and heldout and not scoring & heldout
+    assert counts["dropped_duplicate"] == len(repeats)
+    assert counts["input"] == len(FACT_ROWS) + len(repeats) and counts["kept"] == len(df) == len(FACT_ROWS)

@@ -25,11 +25,17 @@ def load(path=None) -> pl.DataFrame:
     return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
 
 
+DEDUP = ["subject", "relation", "answer"]  # one fact: prompts that differ only in wording repeat it
+
+
 def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
-    """Per-model candidates before the knowledge filter: the answer must be one token."""
+    """Per-model candidates before the knowledge filter: each fact once (a repeat would put one fact
+    among both the scoring and the held-out rows), its answer one token."""
     if form not in ("natural", "qa"):
         raise DatasetError(f"facts prompt form must be 'natural' or 'qa', got {form!r}")
     counts = {"input": int(len(facts))}
+    facts = facts.unique(subset=DEDUP, keep="first", maintain_order=True)
+    counts["dropped_duplicate"] = counts["input"] - len(facts)
     df = facts.with_columns(pl.col(form).alias("prompt"),
                             pl.Series("answer_id", [single_token(tokenizer, a) for a in facts["answer"]],
                                       dtype=pl.Int64))
