@@ -23,7 +23,7 @@ import torch
 from .. import hub
 from ..errors import DatasetError
 from ..hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.hub)
-from .common import encode, mark_scoring, sample_rows, single_token
+from .common import encode, mark_scoring, read_text, sample_rows, single_token
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
 FAHAMU_COLUMN = "ioi_sentences"
@@ -31,9 +31,8 @@ ROWS = {"prompt": pl.String, "io": pl.String, "s": pl.String, "order": pl.String
 
 
 def _lines(path: Path) -> list[str]:
-    if not path.exists():
-        raise DatasetError(f"IOI resource file not found: {path}")
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.strip() for ln in read_text(path, "IOI resource file").splitlines()
+            if ln.strip() and not ln.startswith("#")]
 
 
 def template_order(template: str) -> str:
@@ -208,35 +207,73 @@ def fahamu_path(source: dict) -> Path:
     return hub.fahamu_path(source)[0]
 
 
-def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000,
-                nouns: dict | None = None):
-    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
-    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
-    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
-    whole. Rows come in file order. Returns (rows, counts)."""
-    import polars as pl
+def _unreadable(path, e: Exception) -> DatasetError:
+    """One line for a parquet the reader cannot decode: invalid UTF-8 text, or a file that is not
+    (or no longer whole) parquet."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if "utf-8" in first.lower() or "utf8" in first.lower():
+        return DatasetError(f"{path}: column {FAHAMU_COLUMN!r} is not valid UTF-8 text ({first}); "
+                            "re-export the file with string sentences")
+    return DatasetError(f"{path}: not a readable parquet file, truncated or corrupt ({type(e).__name__}: "
+                        f"{first}); download or copy it again")
 
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
-    templates = templates or load_templates()
+
+def _scan(path: Path):
+    """(the sentence column, lazily, as text; the row count) of a fahamu parquet. A binary column is
+    decoded as UTF-8, strictly: a byte that is not UTF-8 is an error, never a sentence that silently
+    fails to parse."""
     lf = pl.scan_parquet(path)
-    columns = lf.collect_schema().names()
-    if FAHAMU_COLUMN not in columns:
-        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {columns}")
-    n_rows = int(lf.select(pl.len()).collect().item())
-    k = n_rows if pool is None else min(int(pool), n_rows)
-    idx = np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False))
-    # one window of rows at a time: a slice is pushed down into the parquet scan (only the row groups
-    # it overlaps are read), so memory is bounded by the window, not the file
+    schema = lf.collect_schema()
+    if FAHAMU_COLUMN not in schema:
+        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {schema.names()}")
+    dtype = schema[FAHAMU_COLUMN]
+    if dtype not in (pl.String, pl.Binary):
+        raise DatasetError(f"{path}: column {FAHAMU_COLUMN!r} holds {dtype}, not text")
+    col = lf.select(pl.col(FAHAMU_COLUMN).cast(pl.String, strict=True))
+    return col, int(lf.select(pl.len()).collect().item())
+
+
+def _gather(col, idx: np.ndarray, n_rows: int, window: int) -> list[str]:
+    """The rows at `idx` (sorted), one window of rows at a time: a slice is pushed down into the
+    parquet scan (only the row groups it overlaps are read), so memory is bounded by the window,
+    not the file."""
     sample: list[str] = []
-    col = lf.select(FAHAMU_COLUMN)
     for start in range(0, n_rows, window):
         lo, hi = np.searchsorted(idx, [start, start + window])
         if hi > lo:
             chunk = col.slice(start, window).collect()[FAHAMU_COLUMN]
             sample += chunk.gather(idx[lo:hi] - start).to_list()
             del chunk
+    return sample
+
+
+def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000,
+                nouns: dict | None = None):
+    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
+    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
+    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
+    whole. Rows come in file order. An empty, truncated or undecodable file is one DatasetError
+    naming it (never blamed on a filter). Returns (rows, counts)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
+    if path.stat().st_size == 0:
+        raise DatasetError(f"{path}: empty file (0 bytes), not a fahamu/ioi parquet; download or copy it again")
+    templates = templates or load_templates()
+    try:
+        col, n_rows = _scan(path)
+        if n_rows == 0:
+            raise DatasetError(f"{path}: empty: the parquet file has no rows")
+        k = n_rows if pool is None else min(int(pool), n_rows)
+        sample = _gather(col, np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False)),
+                         n_rows, window)
+    except DatasetError:
+        raise
+    except Exception as e:  # noqa: BLE001 - polars raises several types for one meaning: undecodable
+        raise _unreadable(path, e) from e
+    if not any(s and str(s).strip() for s in sample):
+        raise DatasetError(f"{path}: empty: every one of the {len(sample)} sampled sentences in "
+                           f"{FAHAMU_COLUMN!r} is blank or null")
     rows, matched = match_templates(sample, templates, nouns)
     counts = {"source_rows": n_rows, "sampled": len(sample), **matched}
     if len(rows) == 0:
