@@ -121,17 +121,28 @@ def _words(text: str, word: str) -> list[int]:
     return [m.start() for m in re.finditer(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])", text)]
 
 
-def parse_sentence(sentence: str, nouns: dict | None = None):
+def final_name(sentence: str) -> str | None:
+    """The name a sentence of fahamu's form ends in (its IO), or None."""
+    m = re.fullmatch(rf".*\S\s+({_NAME})\s*\.?", str(sentence).strip())
+    return m[1] if m else None
+
+
+def parse_sentence(sentence: str, nouns: dict | None = None, names=frozenset()):
     """Any sentence of fahamu's form, whatever its template: IO is the final name (once before it in
-    the sentence), S the one capitalised word said twice before it. Returns (prompt, io, s, order,
-    skeleton) or None; the skeleton is the prompt with IO, S and every place and object of `nouns`
-    (the shipped lists by default) replaced by their slots, so sentences of one template share it."""
+    the sentence), S the one capitalised word said twice before it. Where several are (a sentence
+    that opens "Then, ..." and again "... Then John gave"), S is the one that is a name, a word in
+    `names`: a capitalised word that merely begins both sentences fills no name slot. Returns
+    (prompt, io, s, order, skeleton) or None; the skeleton is the prompt with IO, S and every place
+    and object of `nouns` (the shipped lists by default) replaced by their slots, so sentences of
+    one template share it."""
     m = re.fullmatch(rf"(?P<prompt>.*\S)\s+(?P<io>{_NAME})\s*\.?", sentence.strip())
     if m is None:
         return None
     prompt, io = m["prompt"], m["io"]
     counts = Counter(w for w in re.findall(rf"(?<![\w'-]){_NAME}", prompt))
     subjects = [w for w, c in counts.items() if c == 2 and w != io]
+    if len(subjects) > 1:
+        subjects = [w for w in subjects if w in names]
     if counts[io] != 1 or len(subjects) != 1:
         return None
     s = subjects[0]
@@ -155,15 +166,20 @@ def skeleton_id(skeleton: str, templates: list[str]) -> int:
 
 
 def _shipped_nouns() -> dict:
-    return {k: _lines(RESOURCES / f"{k}.txt") for k in ("places", "objects")}
+    return {k: _lines(RESOURCES / f"{k}.txt") for k in ("places", "objects", "names")}
 
 
 def match_templates(sentences, templates: list[str], nouns: dict | None = None) -> tuple[pl.DataFrame, dict]:
     """Each sentence's template, IO and S: rows (prompt, io, s, order, template) and counts. A
     sentence that matches one of `templates` exactly (IO and S distinct) gets its line; any other
     sentence of fahamu's form gets an id from its own skeleton (`parse_sentence`, `skeleton_id`);
-    the rest are dropped. Counts: matched_template, own_template, dropped_unparsed."""
+    the rest are dropped. `nouns`: places, objects and names (the shipped lists by default); a
+    name is a word of `names` or one that fills the IO slot (ends a sentence) somewhere among
+    `sentences`, so names the list lacks still tell S from a repeated capitalised word. Counts:
+    matched_template, own_template, dropped_unparsed."""
     nouns = _shipped_nouns() if nouns is None else nouns
+    sentences = [str(x).strip() for x in sentences]
+    names = set(nouns.get("names", ())) | {n for n in map(final_name, sentences) if n}
     patterns = [template_pattern(t) for t in templates]
     # most sentences share their first words with few templates: try those first; a template that
     # begins with a slot ({S} and {IO} were ...) is tried for every sentence
@@ -177,7 +193,6 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
             by_start.setdefault(first, []).append(k)
     rows, counts = [], {"matched_template": 0, "own_template": 0, "dropped_unparsed": 0}
     for sent in sentences:
-        sent = str(sent).strip()
         hit = None
         for k in by_start.get(sent.split(" ", 1)[0], []) + anywhere:
             m = patterns[k].fullmatch(sent)
@@ -192,7 +207,7 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
             rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
             counts["matched_template"] += 1
             continue
-        parsed = parse_sentence(sent, nouns)
+        parsed = parse_sentence(sent, nouns, names)
         if parsed is None:
             counts["dropped_unparsed"] += 1
             continue
@@ -283,8 +298,23 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
     return rows, counts
 
 
-def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
-    """Keep sentences whose IO and S are single tokens for this tokenizer; sample n; mark n_score."""
+UNKNOWN_TOKENS = ("drop", "keep")  # config tasks.ioi.unknown_tokens (default in config/schema.yaml: drop)
+
+
+def _has_unknown(tokenizer, prompts) -> pl.Series:
+    """Whether each prompt's own text holds the tokenizer's unknown token (a closed word-level
+    vocabulary maps every word it lacks to it). The BOS is not looked at: GPT-2-style tokenizers
+    give <|endoftext|> both roles."""
+    unk = tokenizer.unk_token_id
+    return pl.Series([unk is not None and unk in encode(tokenizer, p, False) for p in prompts], dtype=pl.Boolean)
+
+
+def candidates(raw: pl.DataFrame, tokenizer, prepend_bos: bool, unknown: str = "drop"):
+    """The sentences this tokenizer can be scored on, encoded: each prompt once, IO and S single
+    tokens, and, unless `unknown` is keep, no unknown token in the prompt (the model would read a
+    placeholder where the sentence has a word). Returns (rows, counts)."""
+    if unknown not in UNKNOWN_TOKENS:
+        raise DatasetError(f"tasks.ioi.unknown_tokens must be one of {', '.join(UNKNOWN_TOKENS)}, got {unknown!r}")
     counts = {"input": int(len(raw))}
     df = raw.unique(subset="prompt", keep="first", maintain_order=True)
     counts["dropped_duplicate"] = counts["input"] - len(df)
@@ -297,12 +327,32 @@ def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int,
         raise DatasetError(f"no IOI sentence survives the dropped_multitoken_name filter (IO and S one token each "
                            f"in this tokenizer, with the leading space): it removed all {counts['dropped_multitoken_name']} "
                            f"left after the others ({counts})")
-    df = df[sample_rows(len(df), min(n, len(df)), seed)]
-    counts["kept"] = int(len(df))
-    counts["requested"] = int(n)
+    unk = _has_unknown(tokenizer, df["prompt"])
+    counts["dropped_unknown_token"] = int(unk.sum()) if unknown == "drop" else 0
+    counts["kept_unknown_token"] = int(unk.sum()) if unknown == "keep" else 0
+    if unknown == "drop":
+        df = df.filter(~unk)
+    if len(df) == 0:
+        raise DatasetError(f"no IOI sentence survives the dropped_unknown_token filter (every prompt holds a word "
+                           f"this tokenizer does not know): it removed all {counts['dropped_unknown_token']} left "
+                           f"after the others ({counts}); set tasks.ioi.unknown_tokens: keep to score them anyway")
     df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
                                    dtype=pl.List(pl.Int64)))
+    return df, counts
+
+
+def pick(df: pl.DataFrame, counts: dict, n: int, n_score: int, seed: int):
+    """n of the candidates in a seeded draw, the first n_score marked for scoring."""
+    df = df[sample_rows(len(df), min(n, len(df)), seed)]
+    counts = {**counts, "kept": int(len(df)), "requested": int(n)}
     return mark_scoring(df, n_score), counts
+
+
+def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
+    """Keep sentences whose IO and S are single tokens and whose prompt has no unknown token
+    (`candidates`); sample n; mark n_score."""
+    df, counts = candidates(raw, tokenizer, prepend_bos)
+    return pick(df, counts, n, n_score, seed)
 
 
 def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -316,7 +366,8 @@ METRICS = {"ld": metric}
 
 def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None, **_):
     """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
-    generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
+    generator or from fahamu/ioi, kept where IO and S are single tokens and (config
+    `unknown_tokens`: drop) the prompt has no unknown token, n sampled, the first
     n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,
     ioi_names, ... or ioi_templates and fahamu); their directory is the resource directory.
     Returns (rows, counts)."""
@@ -324,7 +375,7 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
     src = cfg.get("source") or {}
     declared = inputs.get("ioi_templates")
     res_dir = os.path.dirname(declared) if declared else None
-    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
+    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filters
     if src.get("kind") == "fahamu":
         path, commit = hub.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
         root = Path(res_dir) if res_dir else RESOURCES  # places and objects: for sentences' own skeletons
@@ -333,5 +384,6 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
         read_counts = {"source": str(path), **({"revision": commit} if commit else {}), **read_counts}
     else:
         raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
-    df, counts = build(raw, tokenizer, prepend_bos, int(cfg["n"]), int(cfg["n_score"]), seed)
+    df, counts = candidates(raw, tokenizer, prepend_bos, cfg.get("unknown_tokens", "drop"))
+    df, counts = pick(df, counts, int(cfg["n"]), int(cfg["n_score"]), seed)
     return df, {**read_counts, **counts}
