@@ -216,6 +216,6 @@ def test_ctrl_c_is_reported_as_an_interruption_not_a_failure(tmp_path):
     assert lines == [f"circuitloc: model_hf job failed: model 'bad': no config.json  [log: {logs}/models/bad.log]",
                      f"circuitloc: scores job interrupted before it finished  [log: {logs}/scores/cut.log]",
                      f"circuitloc: scores job interrupted before it finished  [log: {logs}/scores/tb.log]",
-                     "circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
-                     "rerun the same command to go on"]
+                     ("circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
+                      "rerun the same command to go on")]
     assert "the run was interrupted" in out.getvalue() and "why the run failed" not in out.getvalue()

@@ -2,10 +2,10 @@ import re
 
 import polars as pl
 import pytest
+from helpers import word_tokenizer
 
 from circuitloc.errors import DatasetError
 from circuitloc.tasks import facts, induction, ioi
-from helpers import word_tokenizer
 
 
 def test_generator_makes_abba_and_baba_with_io_last():
@@ -277,8 +277,9 @@ def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_d
     wording) is one fact: never both a scoring and a held-out row, the repeats counted."""
     import json
 
-    from circuitloc import datasets as D
     from helpers import card_for
+
+    from circuitloc import datasets as D
 
     repeats = [FACT_ROWS[0], FACT_ROWS[3][:4] + ("the drink is sold at the",), FACT_ROWS[5]]
     path = write_facts(tmp_path / "facts.tsv", FACT_ROWS + repeats)
@@ -330,8 +331,9 @@ UNK_SENTENCES = [  # the test tokenizer knows every word of the first four; "han
 def test_prompts_with_unknown_tokens_are_counted_and_dropped_or_kept(tmp_path, tiny_dirs, choice):
     import json
 
-    from circuitloc import datasets as D
     from helpers import card_for
+
+    from circuitloc import datasets as D
 
     src = tmp_path / "fahamu.parquet"
     pl.DataFrame({"ioi_sentences": UNK_SENTENCES}).write_parquet(src)

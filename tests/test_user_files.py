@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from test_tasks import FACT_ROWS, write_facts
 
-from circuitloc.errors import ArtifactError, DatasetError, ModelSourceError
+from circuitloc.errors import DatasetError, ModelSourceError
 from circuitloc.tasks import facts, ioi
 
 
@@ -120,8 +120,9 @@ def test_binary_column_of_utf8_sentences_is_read_as_text(tmp_path):
 @pytest.mark.xfail(strict=True, reason="models/load.py (another engineer's): load_hf must name a truncated "
                                        "weights file; see the inputs branch's report")
 def test_truncated_safetensors_is_named(tmp_path):
-    from circuitloc.models.load import load_hf
     from helpers import tiny_model, word_tokenizer
+
+    from circuitloc.models.load import load_hf
 
     tok = word_tokenizer()
     tiny_model("qwen_gqa", len(tok)).save_pretrained(tmp_path)
@@ -162,7 +163,7 @@ def test_a_write_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path, 
     target = tmp_path / f"table.{kind}"
     target.write_text("the previous version\n")  # an earlier result: kept whole, never half-replaced
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # this checkout's circuitloc
-    out = subprocess.run([sys.executable, "-c", FULL_DISK, kind, str(target)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", FULL_DISK, kind, str(target)], capture_output=True, text=True, check=False,
                          env=env, timeout=120)
     lines = out.stdout.strip().splitlines()
     assert lines and lines[-1].startswith(f"ArtifactError: {target}: cannot write (") \
@@ -173,8 +174,9 @@ def test_a_write_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path, 
 
 
 def test_ioi_resource_and_neutral_text_that_are_not_text_are_named(tmp_path):
-    from circuitloc.tasks import neutral
     from helpers import word_tokenizer
+
+    from circuitloc.tasks import neutral
 
     names = tmp_path / "names.txt"
     names.write_bytes(b"Mary\nJo\xe9l\n")  # Latin-1, not UTF-8

@@ -77,7 +77,7 @@ def _writing(path):
         raise ArtifactError(_unwritable(path, e.strerror or str(e).splitlines()[0])) from e
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        if type(e).__module__.startswith("polars") and re.search(r"\b(io|os) error\b", first, re.I):
+        if type(e).__module__.startswith("polars") and re.search(r"\b(io|os) error\b", first, re.IGNORECASE):
             raise ArtifactError(_unwritable(path, first)) from e
         raise
 

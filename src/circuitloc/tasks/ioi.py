@@ -284,7 +284,7 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
                          n_rows, window)
     except DatasetError:
         raise
-    except Exception as e:  # noqa: BLE001 - polars raises several types for one meaning: undecodable
+    except Exception as e:  # polars raises several types for one meaning: undecodable
         raise _unreadable(path, e) from e
     if not any(s and str(s).strip() for s in sample):
         raise DatasetError(f"{path}: empty: every one of the {len(sample)} sampled sentences in "
@@ -315,7 +315,7 @@ def candidates(raw: pl.DataFrame, tokenizer, prepend_bos: bool, unknown: str = "
     placeholder where the sentence has a word). Returns (rows, counts)."""
     if unknown not in UNKNOWN_TOKENS:
         raise DatasetError(f"tasks.ioi.unknown_tokens must be one of {', '.join(UNKNOWN_TOKENS)}, got {unknown!r}")
-    counts = {"input": int(len(raw))}
+    counts = {"input": len(raw)}
     df = raw.unique(subset="prompt", keep="first", maintain_order=True)
     counts["dropped_duplicate"] = counts["input"] - len(df)
     df = df.with_columns(pl.Series("io_id", [single_token(tokenizer, w) for w in df["io"]], dtype=pl.Int64),
@@ -344,7 +344,7 @@ def candidates(raw: pl.DataFrame, tokenizer, prepend_bos: bool, unknown: str = "
 def pick(df: pl.DataFrame, counts: dict, n: int, n_score: int, seed: int):
     """n of the candidates in a seeded draw, the first n_score marked for scoring."""
     df = df[sample_rows(len(df), min(n, len(df)), seed)]
-    counts = {**counts, "kept": int(len(df)), "requested": int(n)}
+    counts = {**counts, "kept": len(df), "requested": int(n)}
     return mark_scoring(df, n_score), counts
 
 
