@@ -8,20 +8,22 @@ from time import perf_counter
 
 from circuitloc import io
 from circuitloc.errors import ModelSourceError
+from circuitloc.models.card import make_card, weights_record
+from circuitloc.models.gguf import convert_gguf, fetch_gguf
+from circuitloc.models.load import load_tokenizer, resolve_hf
+from circuitloc.models.toy import train_toy
+from circuitloc.plan.hub import snapshot_commit
 from circuitloc.runner import log
 
 
 def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
     """Build (or resolve) the model's weights and write its card. The card holds no timings (they go
     to the log; the rule's benchmark file has the job's), so identical weights give identical bytes."""
-    from circuitloc.models.card import make_card, weights_record
-    from circuitloc.models.load import load_tokenizer, resolve_hf
 
     source = spec.get("source")
     t0 = perf_counter()
     extra = {}
     if source == "toy":
-        from circuitloc.models.toy import train_toy
 
         spec = {"prepend_bos": True, **spec}  # toys are trained on rows that start with <bos>
         result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
@@ -32,13 +34,11 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
         if result.get("checkpoint"):
             extra["checkpoint"] = result["checkpoint"]
     elif source == "gguf":
-        from circuitloc.models.gguf import convert_gguf, fetch_gguf
 
         gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download", name)
         convert_gguf(gguf, weights_dir)
         path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
     elif source == "hf":
-        from circuitloc.plan.hub import snapshot_commit
 
         path = resolve_hf(name, spec["hf"], spec.get("revision"))
         # the snapshot it came from: the commit (a local directory has none), and what was asked for

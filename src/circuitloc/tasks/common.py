@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import torch
 
 from circuitloc.engine.scan import Prompts
 from circuitloc.errors import DatasetError
+
+
+def read_text(path, what: str) -> str:
+    """A user's text resource (IOI templates and word lists, the neutral text) as UTF-8, or one
+    DatasetError naming the file: a missing, unreadable or binary file is not a traceback."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise DatasetError(f"{what} not found: {path}") from e
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: {what} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read the {what} ({e.strerror or e})") from e
 
 
 def encode(tokenizer, text: str, prepend_bos: bool) -> list[int]:
