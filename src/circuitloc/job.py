@@ -21,9 +21,11 @@ from .tasks.registry import prompts as to_prompts
 log = logging.getLogger("circuitloc")
 
 
-def engine_label(card: dict, task: str, ablation: str | None = None) -> str:
-    """Who an engine error is about: model (architecture, dtype), task and ablation."""
-    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}), task {task}"
+def engine_label(card: dict, task: str, ablation: str | None = None, engine: str | None = None) -> str:
+    """Who an engine error or log line is about: model (architecture, dtype, and the engine that
+    ran: scan or bridge, `models.load.scanner_for`), task and ablation."""
+    ran = f", engine {engine}" if engine else ""
+    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}{ran}), task {task}"
             + (f", ablation {ablation}" if ablation else ""))
 
 
@@ -41,7 +43,10 @@ class AblationJob:
     resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
     the dataset), `prompts`, `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of
     prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
-    `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
+    `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean, and
+    `engine`: which engine scans (scan: the fast exact engine; bridge: TransformerLens' generic
+    path), chosen by `models.load.scanner_for` from the card's architecture (a card's `engine`, when
+    set, forces one)."""
 
     def __init__(self, *, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
                  opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
@@ -50,8 +55,8 @@ class AblationJob:
         (min_group) and seed; `loaded`: a (model, tokenizer) to reuse. `self_check`: compare the
         engine with a plain forward of the model first (a few prompts). `metric`: the facts metric
         (config `tasks.facts.metric`; None: margin)."""
-        from .models.load import load_engine
-        from .scan import VERIFIED, Scanner
+        from .models.load import load_engine, scanner_for
+        from .scan import VERIFIED
 
         opts = opts or {}
         self.task = task_of(task_name, metric)
@@ -65,10 +70,15 @@ class AblationJob:
         self.df = full_df[self.rows_in_full]
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
-        self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
-        self.scanner.label = engine_label(card, task_name, ablation)
-        if card.get("architecture") not in VERIFIED:
-            log.warning("%s: architecture %s is not among those verified against TransformerLens (%s); "
+        self.scanner = scanner_for(card, (self.model, self.tok), batch_tokens, device, card.get("engine", "auto"))
+        self.engine = self.scanner.engine
+        if self.engine == "bridge":
+            self._bridge = self.scanner.bridge
+            log.info("%s: architecture %s runs on TransformerLens' bridge engine (exact, generic, slower)",
+                     card["name"], card.get("architecture"))
+        self.scanner.label = engine_label(card, task_name, ablation, self.engine)
+        if self.engine == "scan" and card.get("architecture") not in VERIFIED:
+            log.warning("%s: architecture %s is not among those the scan engine is verified on (%s); "
                         "relying on the engine's self-check", card["name"], card.get("architecture"),
                         ", ".join(VERIFIED))
         if self_check and len(self.prompts):
