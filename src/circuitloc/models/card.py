@@ -25,7 +25,7 @@ CARD_FIELDS = ["name", "source", "family", "attention", "n_layers", "n_heads", "
 
 def architecture(hf_config) -> dict:
     n_heads = int(hf_config.num_attention_heads)
-    n_kv = int(getattr(hf_config, "num_key_value_heads", None) or n_heads)
+    n_kv = int(kv_heads(hf_config) or n_heads)
     d_model = int(hf_config.hidden_size)
     d_head = int(getattr(hf_config, "head_dim", None) or d_model // n_heads)
     return {
@@ -92,3 +92,14 @@ def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = 
     }
     card.update(extra or {})
     return card
+
+
+def kv_heads(hf_config) -> int | None:
+    """Key/value heads as each family's config names them: `num_key_value_heads` (Llama, Qwen,
+    Mistral...), Falcon's `num_kv_heads` under its new decoder architecture, or one shared head for
+    Falcon's original multi-query layout; None where the config says nothing (MHA)."""
+    if getattr(hf_config, "num_key_value_heads", None):
+        return hf_config.num_key_value_heads
+    if getattr(hf_config, "multi_query", False) and not getattr(hf_config, "new_decoder_architecture", False):
+        return 1
+    return getattr(hf_config, "num_kv_heads", None)
