@@ -276,8 +276,8 @@ def test_forced_bridge_engine_equals_the_fast_engine(arch_dir, kind, dtype):
     single heads and of sets, mean replacement and attribution through the same calls (the
     callers' interface), the same numbers within tolerance(dtype)."""
     from circuitloc.engine.attribution import attribute
+    from circuitloc.engine.bridge import BridgeScanner
     from circuitloc.engine.replacement import mean_replacement
-    from circuitloc.engine.scan import BridgeScanner
 
     card, model, slow, p = bridged(arch_dir, kind, dtype, engine="bridge")
     fast = Scanner(model, card["n_heads"], card["d_head"], max_batch_tokens=16)
@@ -372,7 +372,7 @@ def test_job_records_which_engine_ran_and_callers_do_not_change(arch_dir):
 def test_bridge_self_check_catches_a_broken_path(arch_dir, monkeypatch):
     """A bridge engine whose forward is off, or whose head layout is not the card's, is refused by
     its self-check before it scores anything."""
-    from circuitloc.engine.scan import BridgeScanner
+    from circuitloc.engine.bridge import BridgeScanner
     from circuitloc.errors import EngineMismatchError
 
     card, model, sc, p = bridged(arch_dir, "gptneo", "float32")

@@ -17,7 +17,7 @@ What code built on the engine (replacement.py, attribution.py) may use is public
 forward from embeddings, or resumed at a layer, to last-position logits); tests/test_engine_vocabulary.py
 checks that they reach for nothing private.
 
-`BridgeScanner` is the generic exact path for architectures the fast engine does not know: the same
+`BridgeScanner` (engine.bridge) is the generic exact path for architectures the fast engine does not know: the same
 interface, heads ablated at TransformerLens 4's `blocks.{l}.attn.hook_z`, one full forward per
 stacked batch (no resume), so slower with the same numbers. `models.load.scanner_for` chooses.
 """
@@ -25,17 +25,24 @@ stacked batch (no resume), so slower with the same numbers. `models.load.scanner
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 from torch import nn
 
+from circuitloc.engine.layout import (
+    Skip,
+    decoder_layers,
+    hooked,
+    merge_heads,
+    out_proj,
+    split_heads,
+)
 from circuitloc.errors import (
     EngineMismatchError,
     NonFiniteError,
-    UnsupportedArchitectureError,
 )
+from circuitloc.prompts import Prompts
 
 Metric = Callable[[torch.Tensor, dict], torch.Tensor]
 Ablation = dict  # {layer: [query heads]}
@@ -55,16 +62,6 @@ VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "Gemma
             "PhiForCausalLM", "Phi3ForCausalLM", "MistralForCausalLM", "FalconForCausalLM", "OlmoForCausalLM",
             "Olmo2ForCausalLM", "StableLmForCausalLM", "Qwen3ForCausalLM")
 
-# Where a base model keeps its decoder layers (OPT: inside its decoder), and where a decoder layer
-# keeps its attention output projection: GPT-2's Conv1D `attn.c_proj` (weight stored [in, out]),
-# GPT-J's `attn.out_proj`, OPT's `self_attn.out_proj`, Phi 1.5/2's `self_attn.dense`, Falcon's
-# `self_attention.dense`, GPT-NeoX's `attention.dense`, `o_proj` elsewhere. The engine reads and
-# ablates the projection's input, so the weight's layout does not matter to it.
-LAYER_PATHS = ("layers", "h", "decoder.layers")
-OUT_PROJ_PATHS = ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense", "self_attn.dense",
-                  "self_attn.out_proj", "attn.out_proj", "attn.c_proj")
-
-
 def tolerance(dtype: torch.dtype, scale: float = 1.0) -> float:
     """The absolute tolerance on logits of magnitude up to `scale` computed in `dtype`."""
     return TOLERANCE.get(dtype, TOLERANCE[torch.float32]) * max(1.0, float(scale))
@@ -73,102 +70,6 @@ def tolerance(dtype: torch.dtype, scale: float = 1.0) -> float:
 def describe(ablation: Ablation) -> str:
     """'clean run' or the ablated heads, e.g. 'L1H2+L1H3'."""
     return "+".join(f"L{l}H{h}" for l, hs in sorted(ablation.items()) for h in hs) or "clean run"
-
-
-@dataclass
-class Prompts:
-    input_ids: torch.Tensor  # [N, T], right-padded
-    last_pos: torch.Tensor  # [N]
-    fields: dict = field(default_factory=dict)  # per-prompt tensors the metrics read (io_id, b_id, ...)
-
-    def __len__(self):
-        return self.input_ids.shape[0]
-
-    def take(self, idx) -> "Prompts":
-        """A subset, trimmed to its own longest prompt."""
-        ids = self.input_ids[idx]
-        width = int(self.last_pos[idx].max()) + 1
-        return Prompts(ids[:, :width], self.last_pos[idx], {k: v[idx] for k, v in self.fields.items()})
-
-    def buckets(self, max_tokens: int) -> list[torch.Tensor]:
-        """Prompts grouped by length (no padding inside a group), each group within max_tokens."""
-        lengths = self.last_pos + 1
-        out = []
-        for length in torch.unique(lengths).tolist():
-            idx = torch.nonzero(lengths == length).flatten()
-            per = max(1, max_tokens // length)
-            out += [idx[i : i + per] for i in range(0, len(idx), per)]
-        return out
-
-
-class _Skip(nn.Module):
-    """Stands in for a layer whose output is already in the cached residual, returned in the form
-    the layer returns it (Falcon's layers return a tuple whose first item is the residual)."""
-
-    def __init__(self, as_tuple: bool = False):
-        super().__init__()
-        self.as_tuple = as_tuple
-
-    def forward(self, hidden_states, *args, **kwargs):
-        return (hidden_states,) if self.as_tuple else hidden_states
-
-
-def _find(module: nn.Module, paths) -> nn.Module | None:
-    """The first of the dotted `paths` that exists below `module`, or None."""
-    for path in paths:
-        mod = module
-        try:
-            for part in path.split("."):
-                mod = getattr(mod, part)
-            return mod
-        except AttributeError:
-            continue
-    return None
-
-
-@contextlib.contextmanager
-def hooked(hooks, with_kwargs: bool = False):
-    """The engine's one way to install forward pre-hooks, `hooks` being (module, fn) pairs: all of
-    them are removed on the way out, even when the forward or a later registration raises, since a
-    hook left behind would silently ablate every later run of the same model."""
-    handles = []
-    try:
-        for module, fn in hooks:
-            handles.append(module.register_forward_pre_hook(fn, with_kwargs=with_kwargs))
-        yield
-    finally:
-        for handle in reversed(handles):
-            handle.remove()
-
-
-def out_proj(layer: nn.Module) -> nn.Module:
-    """A decoder layer's attention output projection: its input is the layer's head outputs z,
-    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads."""
-    mod = _find(layer, OUT_PROJ_PATHS)
-    if mod is None:
-        raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
-                                           "this architecture is not supported by the scan engine")
-    return mod
-
-
-def decoder_layers(base: nn.Module) -> nn.ModuleList:
-    """The base model's decoder layers, in order (`LAYER_PATHS`)."""
-    layers = _find(base, LAYER_PATHS)
-    if not isinstance(layers, nn.ModuleList):
-        raise UnsupportedArchitectureError(f"no decoder layers found in {type(base).__name__}: "
-                                           "this architecture is not supported by the scan engine")
-    return layers
-
-
-def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
-    """The output projection's input [..., H * Dh] as head outputs [..., H, Dh] (a view): heads are
-    consecutive slices of width d_head in every supported architecture."""
-    return x.view(*x.shape[:-1], n_heads, d_head)
-
-
-def merge_heads(z: torch.Tensor) -> torch.Tensor:
-    """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
-    return z.reshape(*z.shape[:-2], -1)
 
 
 class Scanner:
@@ -211,7 +112,7 @@ class Scanner:
         as_tuple = self._layers_return_tuples() if start else False
         try:
             for i in range(start):
-                self.layers[i] = _Skip(as_tuple)
+                self.layers[i] = Skip(as_tuple)
             yield
         finally:
             for i, mod in enumerate(saved):
@@ -440,92 +341,3 @@ class Scanner:
         return out
 
 
-class BridgeScanner(Scanner):
-    """The generic exact path, for an architecture TransformerLens 4 supports and the fast engine
-    does not know: heads are ablated where the bridge's own vocabulary puts their outputs,
-    `blocks.{l}.attn.hook_z` (the input of the attention output projection, [B, T, H * Dh]), and
-    every stacked batch of ablation sets runs the whole forward (no resume: the bridge's layers are
-    not the engine's to skip). Slower than `Scanner`, the same numbers and the same interface
-    (`run`, `self_check`, `last_logits`, `z_hooks`, `logits_from_embeddings`, `replacement`).
-
-    `bridge`: a TransformerBridge (`models.load.bridge_over`); `reference`: the plain Hugging Face
-    model over the same weights, which the self-check compares with (default: the bridged model)."""
-
-    engine = "bridge"
-
-    def __init__(self, bridge, n_heads: int, d_head: int, max_batch_tokens: int = 4096,
-                 reference: nn.Module | None = None):
-        self.bridge = bridge
-        self.model = bridge.original_model  # the Hugging Face model with the bridge's components in place
-        self.base = self.model.base_model
-        self.unembed = self.model.get_output_embeddings()
-        self.layers = bridge.blocks
-        self.n_heads, self.d_head = n_heads, d_head
-        self.max_batch_tokens = max_batch_tokens
-        self.replacement = {}
-        self.prefix_reuse = False
-        self.forward_passes = 0.0
-        self.label = type(self.model).__name__
-        self._plain = reference
-        missing = [i for i in range(len(self.layers)) if f"blocks.{i}.attn.hook_z" not in bridge.hook_dict]
-        if missing:
-            raise UnsupportedArchitectureError(f"{self.label}: the TransformerLens bridge has no blocks.{missing[0]}"
-                                               ".attn.hook_z: this architecture is not supported by the bridge engine")
-
-    def _z_site(self, layer: int) -> nn.Module:
-        return self.bridge.hook_dict[f"blocks.{layer}.attn.hook_z"]
-
-    @property
-    def reference(self) -> nn.Module:
-        return self._plain if self._plain is not None else self.model
-
-    def _starts(self, sub: Prompts, share: float) -> list[torch.Tensor]:
-        """The bucket's token embeddings: every forward starts from them."""
-        return [self.model.get_input_embeddings()(sub.input_ids.to(self.unembed.weight.device))]
-
-    def _forward_from(self, starts: list[torch.Tensor], start: int, copies: int, last: torch.Tensor) -> torch.Tensor:
-        return self.logits_from_embeddings(starts[0].repeat(copies, 1, 1), last)
-
-    def resumed_logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("the bridge engine runs whole forwards (logits_from_embeddings); it does not resume")
-
-    def _checked_logits(self, sub: Prompts) -> dict[str, torch.Tensor]:
-        """The clean logits through the bridge, bare and with every layer's hook_z hooked (no head
-        ablated: the hooks must change nothing), after checking that hook_z carries [B, T, H * Dh]."""
-        dev = self.unembed.weight.device
-        shapes = {}
-        with hooked(self.z_hooks(lambda i, x: shapes.setdefault(i, tuple(x.shape)))):
-            clean = self.last_logits(sub)
-        width = self.n_heads * self.d_head
-        bad = [i for i in range(len(self.layers)) if len(shapes.get(i, ())) != 3 or shapes[i][-1] != width]
-        if bad:
-            raise UnsupportedArchitectureError(
-                f"{self.label}: the bridge's blocks.{bad[0]}.attn.hook_z carries {shapes.get(bad[0], 'nothing')}, "
-                f"not head outputs [batch, positions, {width}] (heads x d_head): not supported by the bridge engine")
-        keep = {layer: torch.ones(1, self.n_heads) for layer in range(len(self.layers))}
-        starts = self._starts(sub, 0.0)
-        with self._ablating(keep, 1, torch.arange(len(sub))):
-            hooked_logits = self._forward_from(starts, 0, 1, sub.last_pos.to(dev)).float()
-        return {"last-position logits": clean, "logits with every hook_z hooked": hooked_logits}
-
-
-def naive_run(bridge, prompts: Prompts, ablations: list[Ablation], metric: Metric,
-              replacement: dict | None = None) -> torch.Tensor:
-    """The reference: one full TransformerLens forward per ablation set, hooks on hook_z."""
-    replacement = replacement or {}
-    results = []
-    ids = prompts.input_ids
-    rows = torch.arange(ids.shape[0])
-    with torch.no_grad():
-        for s in ablations:
-            hooks = []
-            for layer, heads in s.items():
-                def fn(z, hook, heads=list(heads), layer=layer):
-                    z = z.clone()
-                    r = replacement.get(layer)
-                    z[:, :, heads] = 0 if r is None else (r[:, : z.shape[1]] if r.dim() == 4 else r).to(z.dtype)[..., heads, :]
-                    return z
-                hooks.append((f"blocks.{layer}.attn.hook_z", fn))
-            logits = bridge.run_with_hooks(ids, fwd_hooks=hooks)
-            results.append(metric(logits[rows, prompts.last_pos], prompts.fields).float())
-    return torch.stack(results)

@@ -196,7 +196,8 @@ def scanner_for(card: dict, loaded, batch_tokens: int, device: str = "cpu", engi
     `scan.Scanner` over `loaded`'s plain model, or a `scan.BridgeScanner` over a TransformerBridge
     on the same weights. An architecture neither supports raises UnsupportedArchitectureError naming
     everything that is supported."""
-    from circuitloc.engine.scan import BridgeScanner, Scanner
+    from circuitloc.engine.bridge import BridgeScanner
+    from circuitloc.engine.scan import Scanner
     from circuitloc.errors import UnsupportedArchitectureError
 
     model, tokenizer = loaded

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from circuitloc.engine.scan import Prompts
 from circuitloc.errors import DatasetError
+from circuitloc.prompts import Prompts
 
 
 def read_text(path, what: str) -> str:
