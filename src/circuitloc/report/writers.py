@@ -11,6 +11,7 @@ from circuitloc.plan import vocab
 from circuitloc.report import analysis as AN
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
+from circuitloc.report.paper_tables import table1_form, table2_form
 from circuitloc.report.tables import table1, table2, write_table
 
 
@@ -26,9 +27,11 @@ def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, thresh
                  min_heldout: int = 0):
     """Table 1 (localization) of one task and ablation over the models (dicts model -> path).
     `min_heldout`: the task's `curves.min_heldout` (the conditioning rule)."""
-    write_table(table1(task, _cards(cards), _read(scores), _read(curves), threshold, min_heldout), out_csv, out_md,
+    df = table1(task, _cards(cards), _read(scores), _read(curves), threshold, min_heldout)
+    write_table(df, out_csv, out_md,
                 f"Table 1 — {task}, {ablation} ablation (heads-to-{100 * float(threshold):g}%; percentages "
-                "n/a where the clean metric's interval does not lie above its floor)")
+                "n/a where the clean metric's interval does not lie above its floor; every column in the CSV)",
+                shown=table1_form(df))
 
 
 def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None,
@@ -36,7 +39,7 @@ def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_
     """Table 2 (the top unit alone against random mid-layer units) of one task and ablation."""
     df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None, min_heldout)
     write_table(df, out_csv, out_md, f"Table 2 — {task}, {ablation} ablation: top head alone, and random "
-                                     "mid-layer heads as a control")
+                                     "mid-layer heads as a control", shown=table2_form(df))
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
