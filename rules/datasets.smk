@@ -1,14 +1,14 @@
 rule dataset:
     input:
-        unpack(dataset_inputs),
+        unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
         card="results/models/{model}/card.json",
     output:
         data="results/data/{task}/{model}.parquet",
         filter="results/data/{task}/{model}.filter.json",
     wildcard_constraints:
-        task="|".join(map(re.escape, TASKS)),
+        task=views.one_of(TASKS),
     params:
-        cfg=lambda wc: dataset_config(wc.task, wc.model),
+        cfg=lambda wc: views.dataset_config(config, wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
@@ -29,13 +29,13 @@ rule dataset:
 
 rule dataset_shared_facts:
     input:
-        members=lambda wc: [f"results/data/facts/{m}.parquet" for m in family_members(wc.model)],
+        members=lambda wc: [f"results/data/facts/{m}.parquet" for m in views.family_members(config, wc.model)],
     output:
         data="results/data/facts_shared/{model}.parquet",
         filter="results/data/facts_shared/{model}.filter.json",
     params:
-        members=lambda wc: family_members(wc.model),
-        n_score=lambda wc: task_config("facts", wc.model)["n_score"],
+        members=lambda wc: views.family_members(config, wc.model),
+        n_score=lambda wc: views.task_config(config, "facts", wc.model)["n_score"],
         seed=config["seed"],
         code=code_version("build_shared_facts.py"),
     log:
