@@ -24,7 +24,7 @@ rule tables:
     params:
         threshold=config["curves"]["threshold"],
         # the conditioning rule: fewer held-out prompts than this carry no damage percentage
-        min_heldout=lambda wc: int(config["curves"].get("min_heldout", {}).get(wc.task, 0)),
+        min_heldout=lambda wc: views.min_heldout(config, wc.task),
         models=lambda wc: views.models_for(config, wc.task, wc.ablation),
         code=code_version("tables.py"),
     log:

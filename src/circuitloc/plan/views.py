@@ -86,11 +86,18 @@ def models_for(config, task, ablation=None) -> list[str]:
 
 def shared_task(config, task) -> str | None:
     """The family-shared task of `task` (its spec's `shared`) when the config asks for it (the task's
-    `shared` setting) and a family has two or more models; else None."""
+    `shared` setting; on unless set false) and a family has two or more models; else None."""
     shared = vocab.task(task).shared
-    if shared and config["tasks"][task].get("shared") and models_for(config, shared):
+    if shared and config["tasks"][task].get("shared", True) and models_for(config, shared):
         return shared
     return None
+
+
+def shared_members(config, task, model) -> list[str]:
+    """The datasets a family-shared condition's dataset of `model` is made from: its base task's
+    dataset of every model of the family, in the config's model order."""
+    base = vocab.base_task(task).name
+    return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model)]
 
 
 def shared_tasks(config) -> list[str]:
@@ -139,6 +146,12 @@ def task_metric(config, task) -> str | None:
     """The metric that damage, rankings and curves use (config `tasks.<task>.metric`); None for a
     task that names none (its spec's default). One for every model: a table compares models on it."""
     return config["tasks"].get(vocab.base_task(task).name, {}).get("metric")
+
+
+def min_heldout(config, task) -> int:
+    """The fewest held-out curve prompts a damage percentage may rest on: config
+    `curves.min_heldout.<task>`, else the task spec's own."""
+    return int(config["curves"].get("min_heldout", {}).get(task, vocab.task(task).min_heldout))
 
 
 def curve_config(config, task, model) -> dict:
