@@ -27,7 +27,7 @@ def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_f
     monkeypatch.delenv(vocab.TASK_MODULES_ENV, raising=False)
     config = {"left": "over"}
     workflow = NS(overwrite_configfiles=[str(TEST_CONFIG)], config_settings=NS(config={"seed": 3}),
-                  modifier=NS(is_module=False))
+                  modifier=NS(is_main_snakefile=lambda: True))
     same = prepare(config, workflow, ROOT)
     assert same is config and "left" not in config
     assert config["seed"] == 3 and list(config["models"]) == ["tiny_mha", "tiny_gqa"]
@@ -185,15 +185,22 @@ def test_a_sweep_toy_may_not_shadow_a_configured_model():
         resolve(cfg, ROOT)
 
 
-def test_inputs_name_the_resource_files_a_job_reads():
+def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_directory(monkeypatch, tmp_path):
     cfg = _config()
-    toy = inputs.model_inputs(cfg, "/co", NS(model="tiny_mha"))
-    assert toy["facts"] == os.path.join("/co", "resources", vocab.FACTS_FILE)
-    assert toy["ioi_templates"] == os.path.join("/co", "resources", "ioi", "templates.txt")
+    monkeypatch.chdir(ROOT)
+    toy = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))
+    assert toy["facts"] == os.path.join("resources", vocab.FACTS_FILE)
+    assert toy["ioi_templates"] == os.path.join("resources", "ioi", "templates.txt")
     assert any(v.startswith(".test/models/tiny_mha/") for k, v in toy.items() if k.startswith("checkpoint_"))
     hf = _config(models={"h": {"source": "hf", "hf": "x/h"}})
-    assert inputs.model_inputs(hf, "/co", NS(model="h")) == {}
-    ioi = inputs.dataset_inputs(cfg, "/co", NS(task="ioi", model="tiny_mha"))
+    assert inputs.model_inputs(hf, str(ROOT), NS(model="h")) == {}
+    ioi = inputs.dataset_inputs(cfg, str(ROOT), NS(task="ioi", model="tiny_mha"))
     assert ioi["fahamu"] == ".test/ioi_fahamu.parquet" and "ioi_names" not in ioi
-    assert inputs.neutral_text(cfg, "/co") == os.path.join("/co", "resources", "neutral.txt")
-    assert inputs.neutral_text({**cfg, "neutral_text": "mine.txt"}, "/co") == "mine.txt"
+    assert inputs.neutral_text(cfg, str(ROOT)) == os.path.join("resources", "neutral.txt")
+    assert inputs.neutral_text({**cfg, "neutral_text": "mine.txt"}, str(ROOT)) == "mine.txt"
+    # a run directory elsewhere (--directory, or the workflow used as a module): still relative
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(run)
+    facts = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))["facts"]
+    assert not os.path.isabs(facts) and os.path.samefile(facts, ROOT / "resources" / vocab.FACTS_FILE)

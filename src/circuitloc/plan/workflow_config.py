@@ -64,7 +64,7 @@ def prepare(config: dict, workflow, root) -> dict:
     """Replace `config` (Snakemake's, in place) by the run's resolved config, and tell the jobs which
     task modules to load (they inherit the environment). `root`: the checkout holding the Snakefile."""
     cfg = resolve(layered(root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
-                          as_module=workflow.modifier.is_module), root)
+                          as_module=not workflow.modifier.is_main_snakefile()), root)
     config.clear()
     config.update(cfg)
     os.environ[vocab.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))
