@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from circuitloc.plan import (
     hub,  # the fahamu/ioi file names and their resolution (standard library only)
@@ -112,7 +112,8 @@ class Split:
 @dataclass(frozen=True)
 class TaskSpec:
     """What the workflow and the tables need to know about a task. Its behaviour — `build_dataset`,
-    the metric functions, and optionally `floor_per_prompt(job)` and `unit_columns(job)` — is in
+    the metric functions, optionally `floor_per_prompt(job)` and `unit_columns(job)`, and
+    `shared_dataset(model, frames, n_score)` for a task with a family-shared condition — is in
     `module` (see circuitloc.tasks.registry for the interface)."""
 
     name: str
@@ -125,11 +126,16 @@ class TaskSpec:
     floors: dict = field(default_factory=dict)  # metric -> zero | per_prompt | log_vocab (default zero)
     sign_flip: bool = False  # Table 2 says whether the top unit alone flips the metric's sign
     splits: tuple = ()  # stability splits of the scoring prompts (Split)
-    shared: str | None = None  # the task of the same prompts known by every model of a family (facts)
+    # the family-shared condition: the name of the task of the prompts every model of a family has
+    # (facts: facts_shared); its spec is this one's under that name (`shared_spec`)
+    shared: str | None = None
     inputs: object = None  # fn(task config, resources dir) -> {key: file} the dataset job reads
     heatmap: tuple = (("drop", "single-unit drop"),)  # Figure 1's rows: (scores column, title)
     in_workflow: bool = True  # false: a helper task (neutral text) that no dataset rule builds
     base: str | None = None  # a derived task (facts_shared): the task whose behaviour it uses
+    # the fewest held-out curve prompts a damage percentage may rest on (fewer: n/a in the tables);
+    # config curves.min_heldout.<task> overrides it
+    min_heldout: int = 20
 
     def floor(self, metric: str | None = None) -> str:
         return self.floors.get(metric or self.metrics[0], FLOOR_ZERO)
@@ -170,13 +176,21 @@ NEUTRAL = "neutral"  # the specificity control's task
 TASK_MODULES_ENV = "CIRCUITLOC_TASK_MODULES"
 
 
+def shared_spec(spec: TaskSpec) -> TaskSpec:
+    """The spec of `spec`'s family-shared condition: the same task (module, metrics, columns) under
+    the condition's name, built from the task's datasets rather than from resource files."""
+    return replace(spec, name=spec.shared, shared=None, base=spec.name, inputs=None)
+
+
 def register(spec: TaskSpec) -> TaskSpec:
-    """Add a task defined outside circuitloc (its module's `SPEC`); a name may not be reused by a
-    different spec."""
-    old = _TASKS.get(spec.name)
-    if old is not None and old != spec:
-        raise ValueError(f"task {spec.name!r} is already defined (by {old.module})")
-    _TASKS[spec.name] = spec
+    """Add a task defined outside circuitloc (its module's `SPEC`), and its family-shared condition
+    where it declares one; a name may not be reused by a different spec."""
+    specs = [spec, shared_spec(spec)] if spec.shared else [spec]
+    for s in specs:
+        old = _TASKS.get(s.name)
+        if old is not None and old != s:
+            raise ValueError(f"task {s.name!r} is already defined (by {old.module})")
+    _TASKS.update((s.name, s) for s in specs)
     return spec
 
 
@@ -191,6 +205,9 @@ def load_task_modules(names=None) -> list[str]:
         spec = getattr(module, "SPEC", None)
         if not isinstance(spec, TaskSpec):
             raise ValueError(f"task module {name!r} has no SPEC (a circuitloc.plan.vocab.TaskSpec)")
+        if spec.shared and not callable(getattr(module, "shared_dataset", None)):
+            raise ValueError(f"task module {name!r}: SPEC.shared names a family-shared condition "
+                             f"({spec.shared!r}) but the module has no shared_dataset(model, frames, n_score)")
         out.append(register(spec).name)
     return out
 
