@@ -59,7 +59,7 @@ def ablation_block(model=None):
 def model_ablations(model):
     """Every (kind, unit) this model is scored under, named kind-unit as in the paths."""
     b = ablation_block(model)
-    return [f"{k}-{u}" for k in b["kinds"] for u in b["units"]]
+    return [vocab.ablation_name(k, u) for k in b["kinds"] for u in b["units"]]
 
 
 def ablation_opts(wildcards):
@@ -154,7 +154,7 @@ def card(model):
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     task="|".join(map(re.escape, dataset_tasks())) or "none",
-    ablation=vocab.ABLATION_PATTERN,
+    ablation=vocab.ablation_pattern(),
 
 
 
