@@ -1,7 +1,9 @@
 """The words every layer of circuitloc shares, as plain data: tasks, ablation kinds and units, unit
 labels, resource inputs. Standard library only, so the Snakefile, the rules and the table and figure jobs read the
-same definitions as the engine without importing torch. A task's behaviour (dataset builder,
-metrics, floor) lives in its module (`TaskSpec.module`); defaults live in config/schema.yaml."""
+same definitions as the engine without importing torch. Each task and each kind is registered here
+once: a task's behaviour (dataset builder, metrics, floor) lives in its module (`TaskSpec.module`),
+a kind's replacement builder in the function its `KindSpec.builder` names; defaults live in
+config/schema.yaml."""
 
 from __future__ import annotations
 
@@ -255,6 +257,12 @@ def load_task_modules(names=None) -> list[str]:
         if isinstance(kind_spec, KindSpec):
             out.append(register_kind(kind_spec).name)
     return out
+
+
+def task_names() -> tuple[str, ...]:
+    """Every registered task's name, built-in first (the configured modules' tasks loaded)."""
+    load_task_modules()
+    return tuple(_TASKS)
 
 
 def task(name: str) -> TaskSpec:
