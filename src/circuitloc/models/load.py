@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
+import json
+import logging
+from importlib.metadata import version
 from pathlib import Path
+from time import perf_counter
 
 import torch
 
-from circuitloc.errors import ModelSourceError
+from circuitloc.engine.bridge import BridgeScanner
+from circuitloc.engine.scan import VERIFIED, Scanner
+from circuitloc.errors import (
+    ConfigError,
+    ModelSourceError,
+    UnsupportedArchitectureError,
+)
+from circuitloc.models.card import sha256_file
+from circuitloc.plan.hub import hf_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -16,8 +30,6 @@ def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
     is; else a hub id (`gpt2`, `EleutherAI/pythia-160m`) at `revision` (branch, tag or commit;
     default main) through the local cache (never a silent download offline). The returned snapshot
     directory is named by its commit (circuitloc.plan.hub.snapshot_commit)."""
-    from circuitloc.errors import ConfigError
-    from circuitloc.plan.hub import hf_source
 
     try:
         kind, repo = hf_source(name, repo, revision)
@@ -47,7 +59,6 @@ def load_tokenizer(path: str):
     """The tokenizer exactly as saved. transformers 5's AutoTokenizer picks a class from the
     model type (Qwen2 -> a byte-level BPE) even for a word-level tokenizer.json saved beside a
     Qwen2 config, which silently re-tokenizes everything; a plain tokenizer.json is loaded as is."""
-    import json
 
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -63,10 +74,7 @@ def check_weights(card: dict) -> None:
     (free: catches a truncated file at once), then its sha256, streamed. A corrupt file is a
     one-line error naming it and saying how to get it back, not a model that computes garbage.
     A card without `weights` (written before they were recorded) is not checked."""
-    import logging
-    from time import perf_counter
 
-    from circuitloc.models.card import sha256_file
 
     files = (card.get("weights") or {}).get("files") or {}
     t0 = perf_counter()
@@ -112,8 +120,6 @@ def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
 def _twin(model):
     """A second module tree over the very same weight tensors (no copy): the bridge wraps one
     tree in place with its hook points, the scan engine runs the other without that overhead."""
-    import copy
-    import itertools
 
     shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
     return copy.deepcopy(model, memo=shared).eval()
@@ -163,7 +169,6 @@ def bridge_architectures() -> tuple[str, ...]:
 
 def unsupported(name: str, architecture: str) -> str:
     """The one-line refusal of an architecture neither engine supports, with what both support."""
-    from circuitloc.engine.scan import VERIFIED
 
     return (f"model {name}: architecture {architecture} is supported neither by the scan engine (exact, fast; "
             f"proven on {', '.join(VERIFIED)}) nor by TransformerLens {_tl_version()}'s bridge (generic, "
@@ -171,7 +176,6 @@ def unsupported(name: str, architecture: str) -> str:
 
 
 def _tl_version() -> str:
-    from importlib.metadata import version
 
     return version("transformer-lens")
 
@@ -180,7 +184,6 @@ def choose_engine(architecture: str, requested: str = "auto") -> str:
     """'scan' for an architecture the fast engine is proven on (scan.VERIFIED); else 'bridge' where
     TransformerLens supports it (hook_z is its own vocabulary, so no guess about module names);
     else 'scan', trusted only after its self-check. `requested` 'scan' or 'bridge' forces one."""
-    from circuitloc.engine.scan import VERIFIED
 
     if requested not in ENGINES:
         raise ValueError(f"engine {requested!r}: expected one of {', '.join(ENGINES)}")
@@ -196,9 +199,6 @@ def scanner_for(card: dict, loaded, batch_tokens: int, device: str = "cpu", engi
     `scan.Scanner` over `loaded`'s plain model, or a `scan.BridgeScanner` over a TransformerBridge
     on the same weights. An architecture neither supports raises UnsupportedArchitectureError naming
     everything that is supported."""
-    from circuitloc.engine.bridge import BridgeScanner
-    from circuitloc.engine.scan import Scanner
-    from circuitloc.errors import UnsupportedArchitectureError
 
     model, tokenizer = loaded
     arch = card.get("architecture") or type(model).__name__

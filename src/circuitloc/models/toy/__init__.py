@@ -24,9 +24,6 @@ from pathlib import Path
 
 import torch
 
-# Before any toy module: tasks.registry builds its task table by importing every task module, and
-# tasks.induction imports the registry, so tasks.induction imported first finds it half-built.
-import circuitloc.tasks.registry  # noqa: F401
 from circuitloc.models.toy.checkpoint import from_checkpoint
 from circuitloc.models.toy.corpus import Corpus, select_facts
 from circuitloc.models.toy.evaluation import Evaluator, judge
