@@ -122,9 +122,7 @@ def _grid(df: pl.DataFrame, value: str):
 
 
 def _heatmap(ax, df: pl.DataFrame, value: str, scale: tuple[float, bool], cbar: bool, label: str):
-    """One layer x head panel; `scale`: (vmax, diverging) shared by its row (`_scale_of`)."""
-    vmax, diverging = scale
-    grid, layers, heads = _grid(df, value)
+    (vmax, diverging), (grid, layers, heads) = scale, _grid(df, value)  # scale: its row's, from _scale_of
     sns.heatmap(grid, ax=ax, cmap="RdBu_r" if diverging else "viridis", vmin=-vmax if diverging else 0,
                 vmax=vmax, cbar=cbar, cbar_kws={"label": label}, xticklabels=False, yticklabels=False)
     _cell_ticks(ax.xaxis, heads, most=8)  # a panel is ~3 inches wide: 8 labels of two digits fit
