@@ -20,7 +20,6 @@ from circuitloc.tasks.common import curve_rows, mark_scoring
 from circuitloc.tasks.registry import floor_value, task_of
 
 
-
 def _job(card, task="ioi", **fields) -> JobSettings:
     return JobSettings(card=card, batch_tokens=4096, task=task, min_group=2, seed=0, **fields)
 

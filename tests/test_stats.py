@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from circuitloc.stats import (
+    Bootstrap,
     agreement,
     benjamini_hochberg,
-    Bootstrap,
     bootstrap_weights,
     censored_median,
     censored_scores,
