@@ -235,7 +235,8 @@ def to_markdown(df: pl.DataFrame, title: str) -> str:
     return f"### {title}\n\n" + tabulate(rows, headers=shown, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
-def write_table(df: pl.DataFrame, csv, md, title: str) -> None:
-    """A table as CSV (`io.write_csv`) and as titled markdown (`to_markdown`), both atomically."""
+def write_table(df: pl.DataFrame, csv, md, title: str, shown: pl.DataFrame | None = None) -> None:
+    """A table as CSV (`io.write_csv`, every column) and as titled markdown (`to_markdown`) of
+    `shown` (a reader's form of it, e.g. report.paper_tables) or the whole table, both atomically."""
     io.write_csv(df, csv)
-    io.write_text(to_markdown(df, title), md)
+    io.write_text(to_markdown(df if shown is None else shown, title), md)

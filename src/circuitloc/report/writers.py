@@ -12,6 +12,7 @@ from circuitloc.report import analysis as AN
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepStats, TableFiles, TableJob
+from circuitloc.report.paper_tables import table1_form, table2_form
 from circuitloc.report.tables import table1, table2, write_table
 
 
@@ -27,9 +28,10 @@ def write_table1(job: TableJob, cards: dict, scores: dict, curves: dict, out: Ta
     """Table 1 (localization) of one task and ablation over the models (dicts model -> path), with
     the job's threshold and the conditioning rule's `min_heldout`."""
     df = table1(job.task, _cards(cards), _read(scores), _read(curves), job.threshold, job.min_heldout)
-    write_table(df, out.csv, out.md, f"Table 1 — {job.task}, {job.ablation} ablation (heads-to-"
-                f"{100 * float(job.threshold):g}%; percentages n/a where the clean metric's interval does not "
-                "lie above its floor)")
+    write_table(df, out.csv, out.md,
+                f"Table 1 — {job.task}, {job.ablation} ablation (heads-to-{100 * float(job.threshold):g}%; "
+                "percentages n/a where the clean metric's interval does not lie above its floor; every column in "
+                "the CSV)", shown=table1_form(df))
 
 
 def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: TableFiles,
@@ -38,7 +40,7 @@ def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: 
     df = table2(job.task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None,
                 job.min_heldout)
     write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
-                                     "mid-layer heads as a control")
+                                     "mid-layer heads as a control", shown=table2_form(df))
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
