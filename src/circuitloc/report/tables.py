@@ -132,9 +132,9 @@ def _above_floor(df: pl.DataFrame, clean_col: str, higher_is_better: bool) -> bo
     """Does the clean metric on these prompts lie clearly above its floor? The bootstrap interval
     of clean - floor (`clean_span_lo`) above 0; a job run without a bootstrap has no interval, and
     its point estimate decides."""
-    if "clean_span_lo" in df.columns:
-        lo = float(df["clean_span_lo"][0])
-        return bool(math.isfinite(lo) and lo > 0)
+    lo = df["clean_span_lo"][0] if "clean_span_lo" in df.columns else None
+    if lo is not None:
+        return bool(math.isfinite(float(lo)) and float(lo) > 0)
     return bool(float(M.drop(float(df[clean_col][0]), float(df["floor"][0]), higher_is_better)) > 0)
 
 
