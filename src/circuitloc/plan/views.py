@@ -50,7 +50,7 @@ def ablation_block(config, model=None) -> dict:
 def model_ablations(config, model) -> list[str]:
     """Every (kind, unit) this model is scored under, named kind-unit as in the paths."""
     b = ablation_block(config, model)
-    return [f"{k}-{u}" for k in b["kinds"] for u in b["units"]]
+    return [vocab.ablation_name(k, u) for k in b["kinds"] for u in b["units"]]
 
 
 def ablations(config) -> list[str]:

@@ -29,7 +29,7 @@ def _interval(x, ci: float):
     return m, m - half, m + half
 
 
-def per_model(table1, meta: dict, passed: dict, task: str | None = None):
+def per_model(table1, meta: dict, passed: dict, task: str):
     """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
     (`accepted`), shows task behaviour (clean metric better than its floor; e.g. IOI logit
     difference > 0) and may report damage percentages (`damage_ok`: the conditioning rule,
@@ -40,7 +40,6 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
 
 
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
-    task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
     ok = behaves(table1, task)
     rows = []
     for i, r in enumerate(table1.iter_rows(named=True)):
