@@ -12,16 +12,23 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from circuitloc.plan import (
-    hub,  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan import hub  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan.labels import (  # noqa: F401  (the vocabulary's unit words, one import for its users)
+    KV,
+    LABEL_FORMAT,
+    LAYER,
+    QUERY,
+    TOP_COLUMN,
+    UNIT_LABEL,
+    UNITS,
+    unit_kind,
+    unit_label,
 )
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
 # resample: its output on another prompt of the set. A unit is a query head, a kv group (every query
 # head that shares one key/value head) or a layer (every query head of one layer).
-UNITS = ("query", "kv", "layer")
-QUERY, KV, LAYER = UNITS
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # no '-': an ablation is named kind-unit
 
 
@@ -97,30 +104,6 @@ def ablation_pattern() -> str:
     """A Snakemake wildcard constraint matching every registered kind-unit (call it after the
     config's modules are loaded)."""
     return f"({'|'.join(map(re.escape, kinds()))})-({'|'.join(UNITS)})"
-
-
-# ---- unit labels -----------------------------------------------------------------------------------
-# One label per unit in every artifact: a query head L{layer}H{head}, a kv group L{layer}G{group}, a
-# layer L{layer}; the column that names a table's top unit follows the unit.
-UNIT_LABEL = {QUERY: re.compile(r"^L\d+H\d+$"), KV: re.compile(r"^L\d+G\d+$"), LAYER: re.compile(r"^L\d+$")}
-TOP_COLUMN = {QUERY: "top_head", KV: "top_kv_group", LAYER: "top_layer"}
-
-
-LABEL_FORMAT = {QUERY: "L{layer}H{index}", KV: "L{layer}G{index}", LAYER: "L{layer}"}
-
-
-def unit_label(unit: str, layer: int, index: int = 0) -> str:
-    if unit not in LABEL_FORMAT:
-        raise ValueError(f"unknown unit {unit!r}: expected one of {', '.join(UNITS)}")
-    return LABEL_FORMAT[unit].format(layer=layer, index=index)
-
-
-def unit_kind(label: str) -> str:
-    """'L3H1' -> query, 'L3G0' -> kv, 'L3' -> layer (the kind of unit a label names)."""
-    for kind, pattern in UNIT_LABEL.items():
-        if pattern.match(str(label)):
-            return kind
-    raise ValueError(f"not a unit label: {label!r}")
 
 
 # ---- resource files ----------------------------------------------------------------------------------
