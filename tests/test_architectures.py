@@ -1,4 +1,4 @@
-"""The fast engine on the architectures it claims beyond the first six (scan.VERIFIED), each proven
+"""The fast engine on the architectures it claims beyond the first six (layout.VERIFIED), each proven
 on a tiny random model of that architecture's transformers config, in float32 and bfloat16: the
 self-check passes, and ablating heads (one at a time, several at once, a whole kv group) gives the
 logits of a plain Hugging Face forward with those heads' slice of the output projection's weight
@@ -18,7 +18,9 @@ import torch
 from helpers import card_for, ld, random_prompts, word_tokenizer
 from torch import nn
 
-from circuitloc.engine.scan import VERIFIED, Scanner, tolerance
+from circuitloc.engine.layout import VERIFIED
+from circuitloc.engine.scan import Scanner
+from circuitloc.engine.selfcheck import tolerance
 from circuitloc.errors import UnsupportedArchitectureError
 from circuitloc.models.load import load_hf
 

@@ -1,5 +1,5 @@
 """The engine checks itself: it equals the naive TransformerLens loop on every architecture it
-claims (float32 and bfloat16, within scan.tolerance), and its self-check catches a broken engine."""
+claims (float32 and bfloat16, within selfcheck.tolerance), and its self-check catches a broken engine."""
 
 import contextlib
 
@@ -11,8 +11,10 @@ from helpers import random_prompts as _prompts
 
 from circuitloc.engine.ablation import as_sets, units
 from circuitloc.engine.bridge import naive_run
+from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.replacement import mean_replacement
-from circuitloc.engine.scan import VERIFIED, Scanner, tolerance
+from circuitloc.engine.scan import Scanner
+from circuitloc.engine.selfcheck import tolerance
 from circuitloc.errors import (
     EngineMismatchError,
     NonFiniteError,

@@ -12,7 +12,7 @@ import polars as pl
 from circuitloc import io
 from circuitloc.engine import ablation as A
 from circuitloc.engine import replacement as R
-from circuitloc.engine.scan import VERIFIED
+from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.settings import JobSettings
 from circuitloc.models.load import bridge_over, load_engine, scanner_for
 from circuitloc.tasks import registry

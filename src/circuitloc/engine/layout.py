@@ -90,3 +90,15 @@ def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
 def merge_heads(z: torch.Tensor) -> torch.Tensor:
     """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
     return z.reshape(*z.shape[:-2], -1)
+
+
+# Architectures whose engine numbers are tested, in float32 and bfloat16, equal to the naive
+# TransformerLens loop (tests/test_scan.py, tests/test_selfcheck.py) or to a plain forward with the
+# ablated heads' slice of the output projection's weight zeroed (tests/test_architectures.py).
+# `models.load.scanner_for` sends others to the TransformerLens bridge where it supports them, else
+# runs them here only if the self-check passes, with a warning.
+VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GemmaForCausalLM",
+            "Gemma2ForCausalLM", "Gemma3ForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM", "OPTForCausalLM",
+            "PhiForCausalLM", "Phi3ForCausalLM", "MistralForCausalLM", "FalconForCausalLM", "OlmoForCausalLM",
+            "Olmo2ForCausalLM", "StableLmForCausalLM", "Qwen3ForCausalLM")
+

@@ -14,7 +14,12 @@ from circuitloc import io
 from circuitloc import metrics as M
 from circuitloc.engine import ablation as A
 from circuitloc.engine.job import AblationJob, progress, read_ranked
-from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles, SpecificityFiles
+from circuitloc.engine.settings import (
+    CurveFiles,
+    JobSettings,
+    ScoreFiles,
+    SpecificityFiles,
+)
 from circuitloc.metrics import specificity_verdict
 from circuitloc.models.load import load_engine
 from circuitloc.plan.vocab import NEUTRAL

@@ -13,7 +13,8 @@ from time import perf_counter
 import torch
 
 from circuitloc.engine.bridge import BridgeScanner
-from circuitloc.engine.scan import VERIFIED, Scanner
+from circuitloc.engine.layout import VERIFIED
+from circuitloc.engine.scan import Scanner
 from circuitloc.errors import (
     ConfigError,
     ModelSourceError,
@@ -181,7 +182,7 @@ def _tl_version() -> str:
 
 
 def choose_engine(architecture: str, requested: str = "auto") -> str:
-    """'scan' for an architecture the fast engine is proven on (scan.VERIFIED); else 'bridge' where
+    """'scan' for an architecture the fast engine is proven on (layout.VERIFIED); else 'bridge' where
     TransformerLens supports it (hook_z is its own vocabulary, so no guess about module names);
     else 'scan', trusted only after its self-check. `requested` 'scan' or 'bridge' forces one."""
 

@@ -12,7 +12,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from circuitloc.plan import hub  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan import (
+    hub,  # the fahamu/ioi file names and their resolution (standard library only)
+)
 from circuitloc.plan.labels import (  # noqa: F401  (the vocabulary's unit words, one import for its users)
     KV,
     LABEL_FORMAT,
