@@ -12,20 +12,10 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from circuitloc.plan import (
-    hub,  # the fahamu/ioi file names and their resolution (standard library only)
-)
-from circuitloc.plan.labels import (  # noqa: F401  (the vocabulary's unit words, one import for its users)
-    KV,
-    LABEL_FORMAT,
-    LAYER,
-    QUERY,
-    TOP_COLUMN,
-    UNIT_LABEL,
-    UNITS,
-    unit_kind,
-    unit_label,
-)
+from circuitloc.plan import hub  # the fahamu/ioi file names and their resolution (standard library only)
+
+# the vocabulary's unit words, handed on: one import for its users
+from circuitloc.plan.labels import KV, LABEL_FORMAT, LAYER, QUERY, TOP_COLUMN, UNIT_LABEL, UNITS, unit_kind, unit_label  # noqa: F401,E501
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
