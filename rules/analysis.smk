@@ -48,7 +48,7 @@ rule specificity_table:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/specificity_table.py"
 
@@ -85,7 +85,7 @@ rule stability:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/stability.py"
 
@@ -112,6 +112,6 @@ rule robustness:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/robustness.py"

@@ -29,6 +29,6 @@ rule cost:
     benchmark:
         "results/benchmarks/cost.tsv"
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/cost_table.py"

@@ -35,7 +35,7 @@ rule figures:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/figures.py"
 
@@ -63,6 +63,6 @@ rule figure_scale:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/fig_scale.py"

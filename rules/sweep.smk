@@ -41,7 +41,7 @@ rule sweep_tables:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/sweep_tables.py"
 
@@ -72,6 +72,6 @@ rule sweep_overview:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/sweep_overview.py"

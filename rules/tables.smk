@@ -34,6 +34,34 @@ rule tables:
     resources:
         **job_resources("small", per_model=False),
     conda:
-        "../envs/circuitloc.yaml"
+        "../envs/report.yaml"
     script:
         "../workflow/scripts/tables.py"
+
+
+rule claims:
+    input:
+        cards=lambda wc: [views.card(m) for m in views.models(config)],
+        tables=lambda wc: list(targets.claim_inputs(config).values()),
+    output:
+        csv=report(
+            "results/tables/claims.csv",
+            caption="../report/claims.rst",
+            category="0. the answer",
+            labels={"output": "The paper's claims, checked on this run", "task": "all", "ablation": "zero-query"},
+        ),
+        md="results/tables/claims.md",
+    params:
+        models=views.models(config),
+        names=list(targets.claim_inputs(config)),
+        code=code_version("claims.py"),
+    log:
+        "results/logs/tables/claims.log",
+    benchmark:
+        "results/benchmarks/claims.tsv",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/claims.py"

@@ -90,9 +90,20 @@ def sweep_adjust_with(config) -> dict:
     return out
 
 
-def all_outputs(config) -> list[str]:
-    """The default target: every model card, table and figure the config asks for, the cost table
-    and the report."""
+# the tables the claims table reads (circuitloc.report.claims), where the run makes them
+CLAIM_TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", "stability_ioi")
+CLAIMS = "results/tables/claims.csv"
+
+
+def claim_inputs(config) -> dict[str, str]:
+    """name -> CSV of each claims table this run makes (a claim without its table is not testable)."""
+    made = set(_tables_and_figures(config))
+    paths = {n: f"results/tables/{n}.csv" for n in CLAIM_TABLES}
+    return {n: p for n, p in paths.items() if p in made}
+
+
+def _tables_and_figures(config) -> list[str]:
+    """Every model card, table and figure the config asks for."""
     out = [card(m) for m in models(config)]
     pairs = table_pairs(config)
     for task, abl in pairs:
@@ -107,7 +118,13 @@ def all_outputs(config) -> list[str]:
     sweep = sweep_pairs(config)
     out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep]
     out += ["results/tables/sweep_overview.csv"] if sweep else []
-    return out + [COST, REPORT]
+    return out
+
+
+def all_outputs(config) -> list[str]:
+    """The default target: every model card, table and figure the config asks for, the claims
+    table, the cost table and the report."""
+    return _tables_and_figures(config) + [CLAIMS, COST, REPORT]
 
 
 def cost_inputs(config) -> list[str]:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from circuitloc import io
+from circuitloc.plan.targets import CLAIM_TABLES
 from circuitloc.report.tables import write_table
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
-IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = "table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", \
-    "stability_ioi"
+IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
 TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
 CONTROL_HARMLESS = 5.0  # "no damage": random units' mean drop below 5% of the clean metric
