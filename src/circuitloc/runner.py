@@ -25,9 +25,13 @@ def setup(log_path=None, threads: int | None = None, seed: int = 0) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
                         force=True)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no download bars between the job's lines
     if threads is None:
         return
     import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # nor weight-loading bars: the job logs its own progress
 
     torch.set_num_threads(max(1, int(threads)))
     torch.manual_seed(seed)

@@ -96,10 +96,11 @@ class Greedy:
     candidates: int
     steps: int
     stop_damage: float | None = None
+    label: str = "greedy curve"  # the job's name in its log lines
 
     @classmethod
-    def of(cls, cfg: dict) -> Greedy:
-        return cls(int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
+    def of(cls, cfg: dict, label: str = "greedy curve") -> Greedy:
+        return cls(int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"), label)
 
 
 def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
@@ -211,7 +212,8 @@ def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, selec
         chosen.append(pool[best])
         vals.append(float(probe.means([as_sets(chosen)])[0]))
         dmg = float(M.damage(base.clean, vals[-1], floor, task.higher_is_better))
-        log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1].label, dmg)
+        log.info("%s: step %d of at most %d, %s, damage %.3f", plan.label, len(chosen),
+                 min(plan.steps, len(ranked_units)), chosen[-1].label, dmg)
         if plan.stop_damage is not None and dmg >= plan.stop_damage:
             break
     return _curve_rows("greedy", chosen, vals, base, task)

@@ -111,7 +111,8 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
     rows = A.ranked_curve(aj.probe, ranked, A.Baseline(clean, floor_pp, clean_pp), steps,
                           progress=progress(steps, f"ranked curve {name}/{ablation}"), bootstrap=job.bootstrap)
     if "greedy" in cfg["methods"]:
-        rows += A.greedy_curve(aj.probe, ranked, A.Baseline(clean, floor), A.Greedy.of(cfg),
+        rows += A.greedy_curve(aj.probe, ranked, A.Baseline(clean, floor),
+                               A.Greedy.of(cfg, f"greedy curve {name}/{ablation}"),
                                select=greedy_selection(job, full, ablation, aj))
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(aj.df), pl.Int64),
