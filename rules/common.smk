@@ -372,3 +372,11 @@ def sweep_adjust_with():
             if t in e["tasks"]:
                 out[f"{t} ({e['label']})/{a}"] = os.path.join(e["tables"], f"sweep_paired_{t}_{a}.csv")
     return out
+
+
+def sweep_layer_table(task, ablation):
+    """[the Table 1 of `ablation`'s kind under layer units] for a kv ablation whose layer twin has a
+    sweep table, else []: a KV-1 toy's kv groups are its layers, compared with the MHA toy's layers."""
+    kind, unit = vocab.parse_ablation(ablation)
+    twin = vocab.ablation_name(kind, vocab.LAYER)
+    return [f"results/tables/table1_{task}_{twin}.csv"] if unit == vocab.KV and (task, twin) in sweep_pairs() else []
