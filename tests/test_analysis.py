@@ -45,7 +45,9 @@ def test_robustness_pairs_within_families_and_reuses_mha_query_rows_for_kv():
     assert rows[("ioi", "zero", "query")]["comparison"] == "within toy"  # 'big' is not in the pair
     assert rows[("ioi", "zero", "query")]["gqa_models"] == "toy_gqa"
     assert rows[("ioi", "zero", "kv")]["mha_models"] == "toy_mha"  # from the query table
-    assert rows[("ioi", "zero", "kv")]["verdict"].startswith("GQA more concentrated: yes")
+    # the MHA model's 16 kv units (its heads) against the GQA model's 4 kv groups: described, no verdict
+    assert rows[("ioi", "zero", "kv")]["verdict"].startswith("descriptive: unit counts differ (MHA 16, GQA 4 units)")
+    assert rows[("ioi", "zero", "kv")]["gqa_top_head_pct"] == 80  # the numbers stay
     assert rows[("facts", "mean", "query")]["verdict"].startswith("n/a")
 
 

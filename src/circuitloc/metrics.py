@@ -178,8 +178,8 @@ def control_rule(n_layers: int) -> str:
     """The control's rule as Table 2 states it (column `control_rule`)."""
     lo, hi = control_layers(n_layers)
     if int(n_layers) < CONTROL_MIN_LAYERS:
-        return f"any non-top unit, all {int(n_layers)} layers (fewer than {CONTROL_MIN_LAYERS}), held-out prompts"
-    return f"non-top units of layers {lo}-{hi - 1} (middle third of {int(n_layers)}), held-out prompts"
+        return f"any non-top unit, all {int(n_layers)} layers (fewer than {CONTROL_MIN_LAYERS}), on the curve prompts"
+    return f"non-top units of layers {lo}-{hi - 1} (middle third of {int(n_layers)}), on the curve prompts"
 
 
 def _at_least(value, cut: float, interval=None):

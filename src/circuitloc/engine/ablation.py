@@ -174,9 +174,10 @@ def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates,
 
 
 def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, seed, exclude=()):
-    """Negative control: single random units from the middle third of layers (for a 2-layer
-    model, layer 0), never the units in `exclude` (the top unit)."""
-    lo, hi = n_layers // 3, max(n_layers // 3 + 1, (2 * n_layers) // 3)
+    """Negative control: single random units, never the units in `exclude` (the top unit), from
+    every layer of a model with fewer than six layers, else from its middle third of layers
+    (`metrics.control_layers`: the middle third of a 2-layer model was layer 0, the top unit's own)."""
+    lo, hi = M.control_layers(n_layers)
     exclude = set(exclude)
     mid = [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
     rng = np.random.default_rng(seed)

@@ -33,10 +33,11 @@ def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, thresh
 
 def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None,
                  min_heldout: int = 0):
-    """Table 2 (the top unit alone against random mid-layer units) of one task and ablation."""
+    """Table 2 (the top unit alone against random control units) of one task and ablation."""
     df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None, min_heldout)
     write_table(df, out_csv, out_md, f"Table 2 — {task}, {ablation} ablation: top head alone, and random "
-                                     "mid-layer heads as a control")
+                                     "non-top units as a control (any layer below six layers, else the middle "
+                                     "third: control_rule)")
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
