@@ -104,7 +104,7 @@ def _model(args):
         vocab = kw["vocab_size"]
         g = torch.Generator().manual_seed(0)
         ids = torch.randint(1000, vocab, (args.prompts, 18), generator=g)
-        from circuitloc.engine.scan import Prompts
+        from circuitloc.prompts import Prompts
 
         prompts = Prompts(ids, torch.full((args.prompts,), 17), {
             "io_id": torch.randint(1000, vocab, (args.prompts,), generator=g),
@@ -115,9 +115,9 @@ def _model(args):
     bridge, tok = load(card, args.device)
 
     from circuitloc.tasks.common import pad_id
+    from circuitloc.tasks.common import prompts as to_prompts
     from circuitloc.tasks.ioi import build, generate
     from circuitloc.tasks.registry import TASKS
-    from circuitloc.tasks.registry import prompts as to_prompts
 
     df, _ = build(generate(200, 0), tok, card["prepend_bos"], args.prompts, args.prompts, 0)
     return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card["n_heads"], card["d_head"]
@@ -130,7 +130,8 @@ def _measure(args, mode, queue):
     if mode == "matmul":
         queue.put({"mode": mode, "flops_per_s": matmul_rate(device=args.device, dtype=args.dtype)})
         return
-    from circuitloc.engine.scan import Scanner, naive_run
+    from circuitloc.engine.bridge import naive_run
+    from circuitloc.engine.scan import Scanner
     from circuitloc.models.load import engine_model
     from circuitloc.tasks.ioi import metric
 

@@ -33,3 +33,12 @@ def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("wf"))
     smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
     return work
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's `--dist loadgroup` (pyproject's addopts), the tests that share an expensive
+    fixture run in one worker, so it is built once: every test over the tiny workflow run in one
+    group, every other test with the tests of its file (module-scoped fixtures)."""
+    for item in items:
+        group = "tiny_run" if "tiny_run" in getattr(item, "fixturenames", ()) else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))

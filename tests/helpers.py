@@ -49,7 +49,7 @@ def card_for(path, name="tiny", source="hf"):
 
 def random_prompts(vocab, n=5, seed=0):
     """Prompts of mixed lengths over token ids >= 4 (no specials), with two answer ids a and b."""
-    from circuitloc.engine.scan import Prompts
+    from circuitloc.prompts import Prompts
 
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(4, 9, (n,), generator=g)

@@ -5,8 +5,10 @@ import torch
 from helpers import card_for
 
 from circuitloc.engine.attribution import attribute
-from circuitloc.engine.scan import Prompts, Scanner, out_proj
+from circuitloc.engine.layout import out_proj
+from circuitloc.engine.scan import Scanner
 from circuitloc.models.load import engine_model, load
+from circuitloc.prompts import Prompts
 
 
 def ld(logits, f):

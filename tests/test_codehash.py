@@ -123,8 +123,9 @@ def test_real_scripts_closure_and_speed():
     assert codehash._parse.cache_info().misses == len(files)  # each file parsed once per process
     assert elapsed < 2.0, elapsed  # ~0.15 s on one core; the bound leaves room for a loaded machine
     assert len(set(hashes.values())) == len(hashes)  # each script is in its own hash
-    # the toy trainer is in the model stage's closure (lazily imported)
-    assert "circuitloc/models/toy.py" in closure(SCRIPTS / "build_model.py")
+    # the toy trainer, every module of it, is in the model stage's closure (lazily imported)
+    toy = {f"circuitloc/models/toy/{p.name}" for p in (ROOT / "src" / "circuitloc" / "models" / "toy").glob("*.py")}
+    assert len(toy) > 1 and toy <= set(closure(SCRIPTS / "build_model.py"))
     assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/report/cost.py", "local:_src_path"}
     assert "circuitloc/report/plots.py" not in closure(SCRIPTS / "cost_table.py")
 
@@ -225,21 +226,24 @@ def _planned_after_edit(run, rel, edit):
         path.write_text(original)
 
 
+TOY_ENTRY = "circuitloc/models/toy/__init__.py"  # where train_toy, the toy trainer's entry, lives
+
+
 def test_comment_edit_in_the_toy_trainer_plans_nothing(finished):
-    planned = _planned_after_edit(finished, "circuitloc/models/toy.py",
+    planned = _planned_after_edit(finished, TOY_ENTRY,
                                   lambda t: t.replace("\ndef train_toy(", "\n# an edited comment\ndef train_toy(", 1))
     assert planned == []
 
 
 def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(finished):
-    planned = _planned_after_edit(finished, "circuitloc/models/toy.py", lambda t: _edit_function(t, "train_toy"))
+    planned = _planned_after_edit(finished, TOY_ENTRY, lambda t: _edit_function(t, "train_toy"))
     assert _planned(finished) == []  # the edit undone: up to date again, no rerun recorded
-    affected = _rules_running(finished, "circuitloc/models/toy.py")
+    affected = _rules_running(finished, TOY_ENTRY)
     assert affected == ["model", "model_hf"]  # only the model stage's script (both its rules) imports the toy trainer
     assert ("model", (("model", "tiny"),)) in planned
     downstream_of_tiny = _planned(finished, "--forcerun", "results/models/tiny/card.json")
     assert set(downstream_of_tiny) <= set(planned)
-    # exactly the jobs of the rules whose code includes toy.py, and what follows them
+    # exactly the jobs of the rules whose code includes the toy trainer, and what follows them
     assert planned == _planned(finished, "--forcerun", *affected)
 
 

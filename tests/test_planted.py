@@ -9,7 +9,8 @@ import torch
 
 from circuitloc import metrics as M
 from circuitloc.engine.ablation import ranked_curve, score_units, units
-from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.engine.scan import Scanner
+from circuitloc.prompts import Prompts
 from circuitloc.report.tables import table1
 from circuitloc.tasks.registry import TASKS
 

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from matplotlib.colors import to_hex
 
-from circuitloc.report import plots
+from circuitloc.report import plots, scale_plots, style
 
 TOY_MHA, TOY_GQA, SMOL = 641408, 591872, 134515008
 
@@ -53,21 +53,21 @@ def _overlap(labels) -> bool:
 
 
 def test_style_is_fixed_per_family_and_attention():
-    a, b = plots.style("toy", "gqa"), plots.style("toy", "mha")
-    assert a == plots.style("toy", "GQA") and a["color"] != b["color"] and a["marker"] != b["marker"]
+    a, b = style.style("toy", "gqa"), style.style("toy", "mha")
+    assert a == style.style("toy", "GQA") and a["color"] != b["color"] and a["marker"] != b["marker"]
     assert a["label"] == "toy · GQA" and b["label"] == "toy · MHA"
-    assert plots.style("someone_new", "gqa") == plots.style("someone_new", "gqa")  # a stable hash, no cycle
+    assert style.style("someone_new", "gqa") == style.style("someone_new", "gqa")  # a stable hash, no cycle
 
 
 def test_scale_one_colour_per_family_in_every_panel_and_figure():
     # the pair-only panel first and last: the old figure coloured toy GQA by its position in each panel
-    fig = plots.scale({"facts_shared": PAIR, "ioi": ALL, "facts": PAIR})
+    fig = scale_plots.scale({"facts_shared": PAIR, "ioi": ALL, "facts": PAIR})
     top = fig.axes[:3]
     gqa = {_colour_at(ax, TOY_GQA, "s") for ax in top}
     mha = {_colour_at(ax, TOY_MHA, "o") for ax in top}
-    assert gqa == {plots.style("toy", "gqa")["color"].lower()}
-    assert mha == {plots.style("toy", "mha")["color"].lower()}
-    assert _colour_at(top[1], SMOL, "s") == plots.style("smollm2", "gqa")["color"].lower()
+    assert gqa == {style.style("toy", "gqa")["color"].lower()}
+    assert mha == {style.style("toy", "mha")["color"].lower()}
+    assert _colour_at(top[1], SMOL, "s") == style.style("smollm2", "gqa")["color"].lower()
     assert gqa != mha
     # the same colour in the curves figure
     cards = {"toy_gqa": {"family": "toy", "attention": "gqa"}, "toy_mha": {"family": "toy", "attention": "mha"}}
@@ -78,7 +78,7 @@ def test_scale_one_colour_per_family_in_every_panel_and_figure():
 
 
 def test_scale_axes_from_zero_integer_heads_and_legend_names_attention():
-    fig = plots.scale({"ioi": ALL, "facts_shared": PAIR})
+    fig = scale_plots.scale({"ioi": ALL, "facts_shared": PAIR})
     top, bottom = fig.axes[:2], fig.axes[2:4]
     for ax in top:
         lo, hi = ax.get_ylim()
@@ -93,7 +93,7 @@ def test_scale_axes_from_zero_integer_heads_and_legend_names_attention():
 
 def test_scale_ticks_do_not_overprint():
     # one panel spans 10% of a decade: the old log axis labelled 5.9e5, 6e5, ... on top of each other
-    fig = plots.scale({"facts_shared": PAIR, "facts": PAIR, "ioi": ALL, "induction": ALL})
+    fig = scale_plots.scale({"facts_shared": PAIR, "facts": PAIR, "ioi": ALL, "induction": ALL})
     fig.canvas.draw()
     for ax in fig.axes:
         assert not _overlap(ax.get_xticklabels(which="both"))
@@ -105,7 +105,7 @@ def test_scale_marks_a_censored_curve_at_its_bound():
     smol = pl.col("model") == "smollm2_135m"
     t = ALL.with_columns(pl.when(smol).then(16).otherwise(pl.col("heads_to_80")).alias("heads_to_80"),
                          pl.when(smol).then(True).otherwise(pl.col("heads_to_80_bounded")).alias("heads_to_80_bounded"))
-    fig = plots.scale({"ioi": t})
+    fig = scale_plots.scale({"ioi": t})
     bottom = fig.axes[1]
     assert any(a.get_text() == "> 16" for a in bottom.texts)
     assert bottom.get_ylim()[1] > 16
@@ -116,7 +116,7 @@ def test_scale_marks_a_refused_percentage_and_names_the_threshold():
     stretched to it; a 0.9 threshold reads heads_to_90 and says 90% (issue 22 item 3, issue 23 item 10)."""
     t = ALL.with_columns(pl.when(pl.col("model") == "smollm2_135m").then(None).otherwise(pl.col("top_head_pct"))
                          .alias("top_head_pct")).rename({"heads_to_80": "heads_to_90", "heads_to_80_bounded": "heads_to_90_bounded"})
-    fig = plots.scale({"facts": t}, threshold=0.9)
+    fig = scale_plots.scale({"facts": t}, threshold=0.9)
     top, bottom = fig.axes[0], fig.axes[1]
     assert any(a.get_text() == "n/a" for a in top.texts)
     assert "90%" in bottom.get_ylabel() and "80%" not in bottom.get_ylabel()
@@ -126,7 +126,7 @@ def test_scale_marks_a_refused_percentage_and_names_the_threshold():
 def test_scale_labels_of_two_censored_models_do_not_overlap():
     """The toy pair (0.64M and 0.59M parameters) both '> 8': two labels, neither on top of the other."""
     t = ALL.with_columns(pl.lit(8).alias("heads_to_80"), pl.lit(True).alias("heads_to_80_bounded"))
-    fig = plots.scale({"ioi": t})
+    fig = scale_plots.scale({"ioi": t})
     fig.canvas.draw()
     bottom = fig.axes[1]
     labels = [a for a in bottom.texts if a.get_text() == "> 8"]
@@ -185,13 +185,13 @@ def _sweep_frames():
 
 def test_sweep_accepts_polars_from_zero_and_names_attention():
     summary, pm = _sweep_frames()
-    fig = plots.sweep(summary, pm, title="t")
+    fig = scale_plots.sweep(summary, pm, title="t")
     for ax in fig.axes:
         assert ax.get_ylim()[0] == 0
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks[0].endswith("MHA") and ticks[-1].endswith("MQA") and any("GQA" in t for t in ticks)
     assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
-    again = plots.sweep(summary.reverse(), pm.reverse())  # the same colours whatever the row order
+    again = scale_plots.sweep(summary.reverse(), pm.reverse())  # the same colours whatever the row order
     assert [ln.get_color() for ln in again.axes[0].get_lines()] == [ln.get_color() for ln in fig.axes[0].get_lines()]
 
 
@@ -221,7 +221,7 @@ def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
                              "heads_to_80_greedy_frac_bound": np.nan,
                              "effective_units": 3.0, "top_share": 0.4, "n_units": 16})
     pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
-    fig = plots.sweep(SW.summarize(pm, 0.95), pm)
+    fig = scale_plots.sweep(SW.summarize(pm, 0.95), pm)
     assert len(fig.axes) == 4 and "greedy" in fig.axes[3].get_ylabel()
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1\nMHA", "2\nGQA", "4\nGQA", "8\nMQA"]
     lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines() if ln.get_label() in ("a", "b")}

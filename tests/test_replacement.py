@@ -13,8 +13,9 @@ from circuitloc.engine.replacement import (
     resample_replacement,
     resample_sources,
 )
-from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.engine.scan import Scanner
 from circuitloc.models.load import engine_model, load
+from circuitloc.prompts import Prompts
 
 
 def _scanner(tiny_dirs, kind="qwen_gqa", budget=4096):

@@ -13,11 +13,12 @@ from workflow_helpers import copy_workflow, planned_jobs, smk, smk_env
 from circuitloc.errors import ModelSourceError
 from circuitloc.plan import hub
 
-C1, C2 = "1" * 40, "2" * 40
+C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 
 
 def fake_cache(root):
-    """HF_HUB_CACHE with org/tiny at two commits (main -> C1, a tag v2 -> C2) and fahamu/ioi at C1."""
+    """HF_HUB_CACHE with org/tiny at two commits (main -> C1, a tag v2 -> C2), an id without an
+    owner (`gpt2`, a NeoX stand-in) at C3, and fahamu/ioi at C1."""
     tok = word_tokenizer()
     model = tiny_model("qwen_gqa", len(tok))
     repo = root / "models--org--tiny"
@@ -28,6 +29,11 @@ def fake_cache(root):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(C1)
     (repo / "refs" / "v2").write_text(C2)
+    owner_less = root / "models--gpt2"
+    tiny_model("neox", len(tok)).save_pretrained(owner_less / "snapshots" / C3)
+    tok.save_pretrained(owner_less / "snapshots" / C3)
+    (owner_less / "refs").mkdir()
+    (owner_less / "refs" / "main").write_text(C3)
     data = root / "datasets--fahamu--ioi"
     (data / "snapshots" / C1).mkdir(parents=True)
     (data / "snapshots" / C1 / "mecha_ioi_200k.parquet").write_bytes(b"stand-in")
@@ -71,6 +77,36 @@ def test_revision_reaches_the_hub_and_the_card(offline, tmp_path):
                        tmp_path / "weights")
     assert card["revision"] == C2 and card["revision_requested"] == "v2"
     assert json.loads((tmp_path / "card.json").read_text())["revision"] == C2
+
+
+def test_a_hub_id_without_an_owner_resolves_through_the_cache(offline, tmp_path, monkeypatch):
+    """`hf: gpt2` is what from_pretrained takes: a hub id, not a local directory named gpt2."""
+    from circuitloc.models.build import build_model
+    from circuitloc.models.load import resolve_hf
+
+    monkeypatch.chdir(tmp_path)  # no ./gpt2 here
+    path = resolve_hf("g", "gpt2")
+    assert hub.snapshot_commit(path) == C3 and path.startswith(str(offline / "models--gpt2"))
+    card = build_model("g", {"source": "hf", "hf": "gpt2"}, tmp_path / "card.json", tmp_path / "weights")
+    assert card["revision"] == C3 and card["architecture"] == "GPTNeoXForCausalLM"
+    with pytest.raises(ModelSourceError, match=r"gpt3 not found in the Hugging Face cache"):
+        resolve_hf("g", "gpt3")
+
+
+def test_an_existing_local_directory_wins_over_a_hub_id(offline, tmp_dirs_gpt2):
+    """A directory ./gpt2 in the working directory is what from_pretrained('gpt2') would open."""
+    from circuitloc.models.load import resolve_hf
+
+    assert resolve_hf("g", "gpt2") == "gpt2" and hub.snapshot_commit(resolve_hf("g", "gpt2")) is None
+
+
+@pytest.fixture
+def tmp_dirs_gpt2(tmp_path, monkeypatch):
+    tok = word_tokenizer()
+    tiny_model("qwen_mha", len(tok)).save_pretrained(tmp_path / "gpt2")
+    tok.save_pretrained(tmp_path / "gpt2")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "gpt2"
 
 
 def test_fahamu_revision_is_passed_and_recorded(offline):

@@ -7,12 +7,13 @@ from helpers import card_for, ld
 from helpers import random_prompts as _prompts
 
 from circuitloc.engine.ablation import as_sets, units
+from circuitloc.engine.bridge import naive_run
 from circuitloc.engine.replacement import (
     mean_replacement,
     resample_replacement,
     resample_sources,
 )
-from circuitloc.engine.scan import Scanner, naive_run
+from circuitloc.engine.scan import Scanner
 from circuitloc.models.load import engine_model, load
 
 
@@ -163,7 +164,7 @@ def test_engine_leaves_no_hook_behind_even_when_a_run_fails(tiny_dirs):
 
 
 def test_hooked_removes_installed_hooks_when_a_later_registration_fails():
-    from circuitloc.engine.scan import hooked
+    from circuitloc.engine.layout import hooked
 
     a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
 

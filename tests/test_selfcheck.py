@@ -10,8 +10,9 @@ from helpers import card_for, ld
 from helpers import random_prompts as _prompts
 
 from circuitloc.engine.ablation import as_sets, units
+from circuitloc.engine.bridge import naive_run
 from circuitloc.engine.replacement import mean_replacement
-from circuitloc.engine.scan import VERIFIED, Scanner, naive_run, tolerance
+from circuitloc.engine.scan import VERIFIED, Scanner, tolerance
 from circuitloc.errors import (
     EngineMismatchError,
     NonFiniteError,

@@ -27,7 +27,7 @@ def test_generator_makes_abba_and_baba_with_io_last():
 
 
 def test_filter_drops_and_counts_names_that_split():
-    tok = word_tokenizer()  # knows Mary, John, Tom, Anna, Paul, Kate, Lisa only
+    tok = word_tokenizer(["Then"])  # knows Mary, John, Tom, Anna, Paul, Kate, Lisa only; every word of the prompts
     raw = pl.DataFrame([
         {"prompt": "Then , Mary and John went to the store . John gave a drink to", "io": "Mary", "s": "John",
          "order": "ABBA", "template": 0},
@@ -254,3 +254,121 @@ def test_facts_file_is_curated():
         assert got.get(key) == answer, key
     by_domain = df.group_by("domain").len()["len"]
     assert (by_domain >= 20).all()
+
+
+FACT_ROWS = [  # domain, subject, relation, answer, natural prompt (the qa form is derived)
+    ("people", "Mary", "friend_of", "John", "Mary went to the store with"),
+    ("people", "Tom", "friend_of", "Anna", "Tom gave a book to"),
+    ("people", "Paul", "friend_of", "Kate", "Paul went to the garden with"),
+    ("places", "drink", "sold_at", "store", "a drink is sold at the"),
+    ("places", "book", "read_in", "garden", "a book is read in the"),
+    ("people", "Lisa", "friend_of", "Mary", "Lisa gave a drink to"),
+]
+
+
+def write_facts(path, rows):
+    lines = ["\t".join(facts.COLUMNS)] + ["\t".join([*r, f"Q: {r[4]}?\\nA:"]) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_dirs):
+    """A fact repeated in the file (the same subject, relation and answer, whatever the prompt's
+    wording) is one fact: never both a scoring and a held-out row, the repeats counted."""
+    import json
+
+    from helpers import card_for
+
+    from circuitloc.engine import datasets as D
+
+    repeats = [FACT_ROWS[0], FACT_ROWS[3][:4] + ("the drink is sold at the",), FACT_ROWS[5]]
+    path = write_facts(tmp_path / "facts.tsv", FACT_ROWS + repeats)
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    cfg = {"top_k": len(word_tokenizer()), "n_score": 3}  # every fact "known": only the duplicates go
+    out, filt = tmp_path / "facts.parquet", tmp_path / "facts.filter.json"
+    D.build_dataset("facts", card, cfg, 0, out, filt, batch_tokens=4096, inputs={"facts": str(path)})
+    df, counts = pl.read_parquet(out), json.loads(filt.read_text())
+    key = ["subject", "relation", "answer"]
+    assert not df.select(key).is_duplicated().any()
+    scoring, heldout = (set(df.filter(pl.col("score") == s).select(key).iter_rows()) for s in (True, False))
+    assert scoring and heldout and not scoring & heldout
+    assert counts["dropped_duplicate"] == len(repeats)
+    assert counts["input"] == len(FACT_ROWS) + len(repeats) and counts["kept"] == len(df) == len(FACT_ROWS)
+
+
+def test_a_repeated_capitalised_word_is_not_taken_for_the_subject():
+    """S is the name said twice: a sentence-initial "Then" said twice (or "After") fills no name slot,
+    so the sentence is kept, with its IO, S and order."""
+    kept = ["Then, Mary and John went to the park. Then John gave a ball to Mary",
+            "After lunch, Anna and Tom went out. After that, Anna gave a cake to Tom."]
+    rows, counts = ioi.match_templates(kept, ioi.load_templates())
+    assert counts == {"matched_template": 0, "own_template": 2, "dropped_unparsed": 0}
+    assert rows.select("prompt", "io", "s", "order").rows() == [
+        ("Then, Mary and John went to the park. Then John gave a ball to", "Mary", "John", "ABBA"),
+        ("After lunch, Anna and Tom went out. After that, Anna gave a cake to", "Tom", "Anna", "BABA")]
+    # names the list lacks: a word that fills the IO slot of another sentence of the file is a name
+    odd = ["Then, Zara and Quill went to the park. Then Quill gave a ball to Zara",
+           "Then, Quill and Zara went to the park. Zara gave a ball to Quill"]
+    none = {"places": [], "objects": [], "names": []}
+    rows, counts = ioi.match_templates(odd, ioi.load_templates(), none)
+    assert counts["dropped_unparsed"] == 0 and rows.select("io", "s").rows() == [("Zara", "Quill"), ("Quill", "Zara")]
+    # a word that is neither on the list nor ever in the IO slot: no name to tell S by, dropped
+    rows, counts = ioi.match_templates(odd[:1], ioi.load_templates(), none)
+    assert counts["dropped_unparsed"] == 1
+
+
+UNK_SENTENCES = [  # the test tokenizer knows every word of the first four; "handed" and "lent" it does not
+    "then, Mary and John went to the store. John gave a drink to Mary",
+    "then, Tom and Anna went to the garden. Anna gave a book to Tom.",
+    "then, Kate and Paul went to the store. Kate gave a drink to Paul",
+    "then, Lisa and Mary went to the garden. Mary gave a book to Lisa",
+    "then, Paul and Lisa went to the garden. Lisa handed a book to Paul",
+    "then, John and Kate went to the store. John lent a drink to Kate",
+]
+
+
+@pytest.mark.parametrize("choice", ["drop", "keep"])
+def test_prompts_with_unknown_tokens_are_counted_and_dropped_or_kept(tmp_path, tiny_dirs, choice):
+    import json
+
+    from helpers import card_for
+
+    from circuitloc.engine import datasets as D
+
+    src = tmp_path / "fahamu.parquet"
+    pl.DataFrame({"ioi_sentences": UNK_SENTENCES}).write_parquet(src)
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    cfg = {"source": {"kind": "fahamu", "path": str(src)}, "n": 20, "n_score": 2, "unknown_tokens": choice}
+    out, filt = tmp_path / "ioi.parquet", tmp_path / "ioi.filter.json"
+    D.build_dataset("ioi", card, cfg, 0, out, filt, batch_tokens=4096, inputs={"fahamu": str(src)})
+    df, counts = pl.read_parquet(out), json.loads(filt.read_text())
+    tok = word_tokenizer()
+    unknown = [s for s in UNK_SENTENCES if tok.unk_token_id in tok(s, add_special_tokens=False)["input_ids"]]
+    assert len(unknown) == 2 and counts["dropped_unparsed"] == 0  # the test's premise
+    has_unk = [tok.unk_token_id in ids for ids in df["input_ids"]]
+    if choice == "drop":
+        assert counts["dropped_unknown_token"] == len(unknown) and counts["kept_unknown_token"] == 0
+        assert not any(has_unk) and len(df) == len(UNK_SENTENCES) - len(unknown)
+    else:
+        assert counts["kept_unknown_token"] == len(unknown) and counts["dropped_unknown_token"] == 0
+        assert sum(has_unk) == len(unknown) and len(df) == len(UNK_SENTENCES)
+    assert counts["kept"] == len(df)
+
+
+def test_unknown_tokens_default_is_drop_run_wide_only():
+    """The schema fills tasks.ioi.unknown_tokens (drop), never a model's own ioi block (where a
+    default would override the run-wide choice)."""
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / ".test" / "config.yaml").read_text())
+    model = next(iter(cfg["models"]))
+    cfg["models"][model]["tasks"] = {"ioi": {"n_curve": 5}}
+    validate(cfg, str(root / "config" / "schema.yaml"))
+    assert cfg["tasks"]["ioi"]["unknown_tokens"] == "drop"
+    assert cfg["models"][model]["tasks"]["ioi"] == {"n_curve": 5}
+    with pytest.raises(DatasetError, match="unknown_tokens must be one of drop, keep"):
+        ioi.candidates(ioi.generate(4, 0), word_tokenizer(), True, "skip")

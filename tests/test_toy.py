@@ -13,6 +13,7 @@ torch.set_num_threads(1)
 
 from circuitloc.errors import ToyTrainingError  # noqa: E402
 from circuitloc.models import toy  # noqa: E402
+from circuitloc.models.toy.corpus import _counts  # noqa: E402
 from circuitloc.tasks import induction as induction_task  # noqa: E402
 from circuitloc.tasks import ioi as ioi_task  # noqa: E402
 from circuitloc.tasks.common import single_token  # noqa: E402
@@ -106,8 +107,8 @@ def test_pseudo_words_and_fact_choice_are_seeded(facts_path):
 
 
 def test_mix_counts_sum_to_batch():
-    assert toy._counts({"ioi": 22, "induction": 29, "facts": 13}, 64) == {"ioi": 22, "induction": 29, "facts": 13}
-    c = toy._counts({"ioi": 0.35, "induction": 0.45, "facts": 0.2}, 50)
+    assert _counts({"ioi": 22, "induction": 29, "facts": 13}, 64) == {"ioi": 22, "induction": 29, "facts": 13}
+    c = _counts({"ioi": 0.35, "induction": 0.45, "facts": 0.2}, 50)
     assert sum(c.values()) == 50 and c["induction"] > c["ioi"] > c["facts"]
 
 

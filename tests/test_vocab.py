@@ -6,7 +6,6 @@ import ast
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml

@@ -67,9 +67,31 @@ def _drop_stale(path: Path, suffix: str) -> None:
             old.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def writing(path):
+    """A write that fails for want of disk space, quota or permission is one ArtifactError naming
+    the target (atomic_path has already removed its temporary, so nothing partial is left), not a
+    traceback. polars reports an I/O failure of write_parquet as a ComputeError, not an OSError."""
+    try:
+        yield
+    except OSError as e:
+        raise ArtifactError(_unwritable(path, e.strerror or str(e).splitlines()[0])) from e
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        if type(e).__module__.startswith("polars") and re.search(r"\b(io|os) error\b", first, re.IGNORECASE):
+            raise ArtifactError(_unwritable(path, first)) from e
+        raise
+
+
+def _unwritable(path, reason: str) -> str:
+    return (f"{path}: cannot write ({reason}); no partial file was left: free disk space or fix the "
+            "directory's permissions, then rerun")
+
+
 def write_json(obj, path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n")
+    text = json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n"
+    with writing(path), atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def read_json(path):
@@ -89,7 +111,7 @@ def read_json(path):
 
 
 def write_text(text: str, path) -> None:
-    with atomic_path(path) as tmp:
+    with writing(path), atomic_path(path) as tmp:
         tmp.write_text(text)
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from circuitloc.atomic import atomic_dir, atomic_path, read_json, write_json, write_text  # noqa: F401  (one API for jobs)
+from circuitloc.atomic import (  # noqa: F401  (one API for jobs)
+    atomic_dir,
+    atomic_path,
+    read_json,
+    write_json,
+    write_text,
+    writing,
+)
 from circuitloc.errors import ArtifactError
 
 # What every later stage reads from a model's card.json (circuitloc.models.card writes more).
@@ -94,7 +101,7 @@ def _scalar(v):
 
 
 def write_parquet(df, path) -> None:
-    with atomic_path(path) as tmp:
+    with writing(path), atomic_path(path) as tmp:
         df.write_parquet(tmp)
 
 
@@ -108,11 +115,12 @@ def csv_ready(df):
 
 
 def write_csv(df, path) -> None:
-    with atomic_path(path) as tmp:
-        csv_ready(df).write_csv(tmp)
+    df = csv_ready(df)
+    with writing(path), atomic_path(path) as tmp:
+        df.write_csv(tmp)
 
 
 def save_figure(fig, path) -> None:
     """Save PNG (and a PDF sibling when the path asks for .pdf too) atomically."""
-    with atomic_path(path) as tmp:
+    with writing(path), atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=150, bbox_inches="tight", format=Path(path).suffix.lstrip("."))

@@ -9,7 +9,7 @@ import polars as pl
 
 from circuitloc import metrics as M
 from circuitloc import stats as S
-from circuitloc.engine.scan import Prompts, Scanner
+from circuitloc.engine.scan import Scanner
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.plan.vocab import (  # noqa: F401
     KINDS,
@@ -21,6 +21,7 @@ from circuitloc.plan.vocab import (  # noqa: F401
     unit_kind,
     unit_label,
 )
+from circuitloc.prompts import Prompts
 from circuitloc.units import Unit
 
 log = logging.getLogger(__name__)

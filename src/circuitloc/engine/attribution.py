@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from circuitloc.engine.scan import Prompts, Scanner, hooked
+from circuitloc.engine.layout import hooked
+from circuitloc.engine.scan import Scanner
+from circuitloc.prompts import Prompts
 
 
 def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | None = None) -> torch.Tensor:

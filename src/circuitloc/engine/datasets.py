@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from circuitloc import io
 from circuitloc.engine.job import engine_label
-from circuitloc.engine.scan import Scanner
 from circuitloc.errors import DatasetError
-from circuitloc.models.load import load_engine
+from circuitloc.models.load import load_engine, scanner_for
 from circuitloc.runner import log
 from circuitloc.tasks import facts as facts_task
 from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import build_dataset as task_dataset
-from circuitloc.tasks.registry import prompts as to_prompts
 from circuitloc.tasks.registry import task_of
 
 
@@ -26,8 +25,8 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
     model, tok = load_engine(card, device)
 
     def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
-        scanner = Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
-        scanner.label = engine_label(card, task_name)
+        scanner = scanner_for(card, (model, tok), batch_tokens, device, card.get("engine", "auto"))
+        scanner.label = engine_label(card, task_name, engine=scanner.engine)
         return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
 
     df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, seed, inputs=inputs,

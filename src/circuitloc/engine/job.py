@@ -12,20 +12,22 @@ import polars as pl
 from circuitloc import io
 from circuitloc.engine import ablation as A
 from circuitloc.engine import replacement as R
-from circuitloc.engine.scan import VERIFIED, Scanner
-from circuitloc.models.load import bridge_over, load_engine
+from circuitloc.engine.scan import VERIFIED
+from circuitloc.models.load import bridge_over, load_engine, scanner_for
 from circuitloc.plan import vocab
 from circuitloc.tasks import registry
 from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import dataset_columns, task_of
-from circuitloc.tasks.registry import prompts as to_prompts
 
 log = logging.getLogger("circuitloc")
 
 
-def engine_label(card: dict, task: str, ablation: str | None = None) -> str:
-    """Who an engine error is about: model (architecture, dtype), task and ablation."""
-    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}), task {task}"
+def engine_label(card: dict, task: str, ablation: str | None = None, engine: str | None = None) -> str:
+    """Who an engine error or log line is about: model (architecture, dtype, and the engine that
+    ran: scan or bridge, `models.load.scanner_for`), task and ablation."""
+    ran = f", engine {engine}" if engine else ""
+    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}{ran}), task {task}"
             + (f", ablation {ablation}" if ablation else ""))
 
 
@@ -43,7 +45,10 @@ class AblationJob:
     resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
     the dataset), `prompts`, `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of
     prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
-    `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean."""
+    `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean, and
+    `engine`: which engine scans (scan: the fast exact engine; bridge: TransformerLens' generic
+    path), chosen by `models.load.scanner_for` from the card's architecture (a card's `engine`, when
+    set, forces one)."""
 
     def __init__(self, *, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
                  opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
@@ -65,10 +70,15 @@ class AblationJob:
         self.df = full_df[self.rows_in_full]
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
-        self.scanner = Scanner(self.model, card["n_heads"], card["d_head"], batch_tokens)
-        self.scanner.label = engine_label(card, task_name, ablation)
-        if card.get("architecture") not in VERIFIED:
-            log.warning("%s: architecture %s is not among those verified against TransformerLens (%s); "
+        self.scanner = scanner_for(card, (self.model, self.tok), batch_tokens, device, card.get("engine", "auto"))
+        self.engine = self.scanner.engine
+        if self.engine == "bridge":
+            self._bridge = self.scanner.bridge
+            log.info("%s: architecture %s runs on TransformerLens' bridge engine (exact, generic, slower)",
+                     card["name"], card.get("architecture"))
+        self.scanner.label = engine_label(card, task_name, ablation, self.engine)
+        if self.engine == "scan" and card.get("architecture") not in VERIFIED:
+            log.warning("%s: architecture %s is not among those the scan engine is verified on (%s); "
                         "relying on the engine's self-check", card["name"], card.get("architecture"),
                         ", ".join(VERIFIED))
         if self_check and len(self.prompts):

@@ -17,8 +17,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from circuitloc.engine.scan import Prompts, Scanner, hooked
+from circuitloc.engine.layout import hooked
+from circuitloc.engine.scan import Scanner
 from circuitloc.plan.vocab import MEAN, RESAMPLE
+from circuitloc.prompts import Prompts
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:

@@ -16,22 +16,33 @@ What code built on the engine (replacement.py, attribution.py) may use is public
 `hooked`, and the Scanner's `z_hooks`, `heads`, `logits_from_embeddings` and `resumed_logits` (the
 forward from embeddings, or resumed at a layer, to last-position logits); tests/test_engine_vocabulary.py
 checks that they reach for nothing private.
+
+`BridgeScanner` (engine.bridge) is the generic exact path for architectures the fast engine does not know: the same
+interface, heads ablated at TransformerLens 4's `blocks.{l}.attn.hook_z`, one full forward per
+stacked batch (no resume), so slower with the same numbers. `models.load.scanner_for` chooses.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 from torch import nn
 
+from circuitloc.engine.layout import (
+    Skip,
+    decoder_layers,
+    hooked,
+    merge_heads,
+    out_proj,
+    split_heads,
+)
 from circuitloc.errors import (
     EngineMismatchError,
     NonFiniteError,
-    UnsupportedArchitectureError,
 )
+from circuitloc.prompts import Prompts
 
 Metric = Callable[[torch.Tensor, dict], torch.Tensor]
 Ablation = dict  # {layer: [query heads]}
@@ -41,12 +52,15 @@ Ablation = dict  # {layer: [query heads]}
 # float16 11, float32 24), with room for a different summation order in batched matmuls.
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
-# Architectures whose engine numbers are tested equal to the naive TransformerLens loop
-# (tests/test_scan.py, tests/test_selfcheck.py) in float32 and bfloat16. Others run only if the
-# self-check passes, with a warning.
+# Architectures whose engine numbers are tested, in float32 and bfloat16, equal to the naive
+# TransformerLens loop (tests/test_scan.py, tests/test_selfcheck.py) or to a plain forward with the
+# ablated heads' slice of the output projection's weight zeroed (tests/test_architectures.py).
+# `models.load.scanner_for` sends others to the TransformerLens bridge where it supports them, else
+# runs them here only if the self-check passes, with a warning.
 VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GemmaForCausalLM",
-            "Gemma2ForCausalLM", "Gemma3ForCausalLM")
-
+            "Gemma2ForCausalLM", "Gemma3ForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM", "OPTForCausalLM",
+            "PhiForCausalLM", "Phi3ForCausalLM", "MistralForCausalLM", "FalconForCausalLM", "OlmoForCausalLM",
+            "Olmo2ForCausalLM", "StableLmForCausalLM", "Qwen3ForCausalLM")
 
 def tolerance(dtype: torch.dtype, scale: float = 1.0) -> float:
     """The absolute tolerance on logits of magnitude up to `scale` computed in `dtype`."""
@@ -58,105 +72,47 @@ def describe(ablation: Ablation) -> str:
     return "+".join(f"L{l}H{h}" for l, hs in sorted(ablation.items()) for h in hs) or "clean run"
 
 
-@dataclass
-class Prompts:
-    input_ids: torch.Tensor  # [N, T], right-padded
-    last_pos: torch.Tensor  # [N]
-    fields: dict = field(default_factory=dict)  # per-prompt tensors the metrics read (io_id, b_id, ...)
-
-    def __len__(self):
-        return self.input_ids.shape[0]
-
-    def take(self, idx) -> "Prompts":
-        """A subset, trimmed to its own longest prompt."""
-        ids = self.input_ids[idx]
-        width = int(self.last_pos[idx].max()) + 1
-        return Prompts(ids[:, :width], self.last_pos[idx], {k: v[idx] for k, v in self.fields.items()})
-
-    def buckets(self, max_tokens: int) -> list[torch.Tensor]:
-        """Prompts grouped by length (no padding inside a group), each group within max_tokens."""
-        lengths = self.last_pos + 1
-        out = []
-        for length in torch.unique(lengths).tolist():
-            idx = torch.nonzero(lengths == length).flatten()
-            per = max(1, max_tokens // length)
-            out += [idx[i : i + per] for i in range(0, len(idx), per)]
-        return out
-
-
-class _Skip(nn.Module):
-    """Stands in for a layer whose output is already in the cached residual."""
-
-    def forward(self, hidden_states, *args, **kwargs):
-        return hidden_states
-
-
-@contextlib.contextmanager
-def hooked(hooks, with_kwargs: bool = False):
-    """The engine's one way to install forward pre-hooks, `hooks` being (module, fn) pairs: all of
-    them are removed on the way out, even when the forward or a later registration raises, since a
-    hook left behind would silently ablate every later run of the same model."""
-    handles = []
-    try:
-        for module, fn in hooks:
-            handles.append(module.register_forward_pre_hook(fn, with_kwargs=with_kwargs))
-        yield
-    finally:
-        for handle in reversed(handles):
-            handle.remove()
-
-
-def out_proj(layer: nn.Module) -> nn.Module:
-    """A decoder layer's attention output projection: its input is the layer's head outputs z,
-    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads."""
-    for path in ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense"):
-        mod = layer
-        try:
-            for part in path.split("."):
-                mod = getattr(mod, part)
-            return mod
-        except AttributeError:
-            continue
-    raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
-                                       "this architecture is not supported by the scan engine")
-
-
-def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
-    """The output projection's input [..., H * Dh] as head outputs [..., H, Dh] (a view): heads are
-    consecutive slices of width d_head in every supported architecture."""
-    return x.view(*x.shape[:-1], n_heads, d_head)
-
-
-def merge_heads(z: torch.Tensor) -> torch.Tensor:
-    """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
-    return z.reshape(*z.shape[:-2], -1)
-
-
 class Scanner:
     """Runs ablation sets on a fixed prompt set and returns per-prompt metric values."""
+
+    engine = "scan"  # which engine ran, as jobs record it (`BridgeScanner.engine`: "bridge")
 
     def __init__(self, hf_model, n_heads: int, d_head: int, max_batch_tokens: int = 4096,
                  replacement: dict | None = None, prefix_reuse: bool = True):
         self.model = hf_model
         self.base = hf_model.base_model
         self.unembed = hf_model.get_output_embeddings()
-        self.layers = self.base.layers if hasattr(self.base, "layers") else self.base.h
+        self.layers = decoder_layers(self.base)
         self.n_heads, self.d_head = n_heads, d_head
         self.max_batch_tokens = max_batch_tokens
         self.replacement = replacement or {}  # layer -> tensor broadcastable to [N, T, H, Dh]; zero if absent
         self.prefix_reuse = prefix_reuse
         self.forward_passes = 0.0  # in units of one full forward over the prompt set
         self.label = type(hf_model).__name__  # who is scanned, for error messages (jobs add model, task, ...)
+        self._tuple_layers: bool | None = None  # whether a layer returns a tuple (`_Skip`); probed once
         for layer in self.layers[:1]:
             out_proj(layer)  # refuse an architecture without a known output projection now, by name
 
     # -- plumbing -------------------------------------------------------------------------
+    def _z_site(self, layer: int) -> nn.Module:
+        """The module whose input is `layer`'s head outputs z, [B, T, H * Dh]."""
+        return out_proj(self.layers[layer])
+
+    def _layers_return_tuples(self) -> bool:
+        """Whether a decoder layer returns a tuple (Falcon) rather than the residual itself, so that a
+        skipped layer returns what the base model's loop expects. `residuals` sees it, and every
+        resume starts from its cache; else (a resume from elsewhere) a one-token pass finds out."""
+        if self._tuple_layers is None:
+            self.residuals(Prompts(torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long)))
+        return self._tuple_layers
+
     @contextlib.contextmanager
     def _skipping(self, start: int):
         saved = [self.layers[i] for i in range(start)]
+        as_tuple = self._layers_return_tuples() if start else False
         try:
             for i in range(start):
-                self.layers[i] = _Skip()
+                self.layers[i] = Skip(as_tuple)
             yield
         finally:
             for i, mod in enumerate(saved):
@@ -183,18 +139,28 @@ class Scanner:
 
             def hook(mod, args, mask=mask, repl=repl):
                 x = args[0]
-                b, t, _ = x.shape
-                z = split_heads(x.view(copies, b // copies, t, -1), self.n_heads, self.d_head)
+                b, t = x.shape[:2]
+                z = split_heads(x.reshape(copies, b // copies, t, -1), self.n_heads, self.d_head)
                 m = mask.to(z)[:, None, None, :, None]
                 z = z * m
                 if repl is not None:
                     r = repl[rows.to(repl.device), :t] if repl.dim() == 4 else repl
                     z = z + (1 - m) * r.to(z)
-                return (merge_heads(z).reshape(b, t, -1),) + tuple(args[1:])
+                return (merge_heads(z).reshape(x.shape),) + tuple(args[1:])
 
-            hooks.append((out_proj(self.layers[layer]), hook))
+            hooks.append((self._z_site(layer), hook))
         with hooked(hooks):
             yield
+
+    def _starts(self, sub: Prompts, share: float) -> list[torch.Tensor]:
+        """What the ablated forwards of a bucket start from: every layer's clean input (one clean
+        forward, `share` of a full pass), so that a set resumes at its first ablated layer."""
+        self.forward_passes += share
+        return self.residuals(sub)
+
+    def _forward_from(self, starts: list[torch.Tensor], start: int, copies: int, last: torch.Tensor) -> torch.Tensor:
+        """Last-position logits of `copies` stacked copies of the bucket, resumed at layer `start`."""
+        return self.resumed_logits(starts[start].repeat(copies, 1, 1), start, last)
 
     # -- the engine's vocabulary: public, for what builds on the engine (replacement, attribution)
     def z_hooks(self, fn: Callable[[int, torch.Tensor], None]) -> list:
@@ -206,7 +172,7 @@ class Scanner:
                 fn(i, args[0])
             return hook
 
-        return [(out_proj(layer), hook_for(i)) for i, layer in enumerate(self.layers)]
+        return [(self._z_site(i), hook_for(i)) for i in range(len(self.layers))]
 
     def heads(self, x: torch.Tensor) -> torch.Tensor:
         """`split_heads` with this model's head count and width: [..., H * Dh] -> [..., H, Dh]."""
@@ -214,7 +180,7 @@ class Scanner:
 
     def logits_from_embeddings(self, embeds: torch.Tensor, last_pos: torch.Tensor) -> torch.Tensor:
         """Logits at each row's last position: the causal-LM forward from `embeds` (its
-        inputs_embeds; inside `resumed_logits`, the resumed layer's cached input), with whatever the
+        inputs_embeds; inside `resumed_logits`, a stand-in that the resumed layer's input replaces), with whatever the
         model does after its output embedding (e.g. a soft-cap), that embedding fed the last
         positions only. Gradients flow when called under torch.enable_grad()."""
         rows = torch.arange(embeds.shape[0], device=embeds.device)
@@ -226,9 +192,14 @@ class Scanner:
             return self.model(inputs_embeds=embeds, use_cache=False).logits[:, -1]
 
     def resumed_logits(self, resid: torch.Tensor, start: int, last_pos: torch.Tensor) -> torch.Tensor:
-        """Logits of a forward resumed at layer `start` from its cached input `resid`."""
+        """Logits of a forward resumed at layer `start` from its cached input `resid`. What the base
+        model is handed as inputs_embeds only shapes its masks and positions (layer `start` reads
+        `resid` instead): `resid` itself where the embedding is as wide, else zeros of the
+        embedding's width (OPT-350m projects a narrower embedding in)."""
+        width = self.model.get_input_embeddings().weight.shape[-1]
+        stand_in = resid if resid.shape[-1] == width else resid.new_zeros(*resid.shape[:-1], width)
         with self._resumed(start, resid):
-            return self.logits_from_embeddings(resid, last_pos)
+            return self.logits_from_embeddings(stand_in, last_pos)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _finite(self, values: torch.Tensor, what: str, sets: list[Ablation]) -> None:
@@ -248,35 +219,47 @@ class Scanner:
 
     @torch.no_grad()
     def self_check(self, prompts: Prompts, n: int = 4) -> dict:
-        """The engine's clean logits (from the embeddings, and resumed at layer 0 and at a middle
-        layer) against a plain forward of the same model, on the first `n` prompts of one length.
-        Raises EngineMismatchError above `tolerance(dtype)`; returns the errors otherwise."""
+        """The engine's clean logits (`_checked_logits`) against a plain forward of the same model
+        (`reference`), on the first `n` prompts of one length. Raises EngineMismatchError above
+        `tolerance(dtype)`; returns the errors otherwise."""
         lengths = prompts.last_pos + 1
         idx = torch.nonzero(lengths == lengths[0]).flatten()[:n]
         sub = prompts.take(idx)
         dev = self.unembed.weight.device
         ids, last = sub.input_ids.to(dev), sub.last_pos.to(dev)
         rows = torch.arange(len(sub), device=dev)
-        ref = self.model(input_ids=ids, use_cache=False).logits[rows, last].float()
+        ref = self.reference(input_ids=ids, use_cache=False).logits[rows, last].float()
         self._finite(ref[None], "the plain forward's clean logits", [{}])
-        resid = self.residuals(sub)
-        mid = len(self.layers) // 2
-        got = {"last-position logits": self.last_logits(sub).to(dev),
-               "logits resumed at layer 0": self.resumed_logits(resid[0], 0, last).float(),
-               f"logits resumed at layer {mid}": self.resumed_logits(resid[mid], mid, last).float()}
+        got = self._checked_logits(sub)
         scale = float(ref.abs().max())
         tol = tolerance(self.dtype, scale)
         errors = {}
         for what, logits in got.items():
             self._finite(logits[None], f"the engine's {what}", [{}])
-            errors[what] = err = float((logits - ref).abs().max())
+            errors[what] = err = float((logits.to(dev) - ref).abs().max())
             if not err <= tol:
                 raise EngineMismatchError(
-                    f"{self.label}: the scan engine's {what} differ from a plain forward of "
-                    f"{type(self.model).__name__} by {err:.3g} (tolerance {tol:.3g} for "
+                    f"{self.label}: the {self.engine} engine's {what} differ from a plain forward of "
+                    f"{type(self.reference).__name__} by {err:.3g} (tolerance {tol:.3g} for "
                     f"{str(self.dtype).removeprefix('torch.')} logits up to {scale:.3g}); this architecture "
-                    "is not supported by the engine")
+                    f"is not supported by the {self.engine} engine")
         return errors
+
+    @property
+    def reference(self) -> nn.Module:
+        """The plain Hugging Face model the self-check compares with."""
+        return self.model
+
+    def _checked_logits(self, sub: Prompts) -> dict[str, torch.Tensor]:
+        """What the self-check compares: the clean logits from the embeddings, and resumed at layer
+        0 and at a middle layer, [n, vocab] in float32."""
+        dev = self.unembed.weight.device
+        last = sub.last_pos.to(dev)
+        resid = self.residuals(sub)
+        mid = len(self.layers) // 2
+        return {"last-position logits": self.last_logits(sub),
+                "logits resumed at layer 0": self.resumed_logits(resid[0], 0, last).float(),
+                f"logits resumed at layer {mid}": self.resumed_logits(resid[mid], mid, last).float()}
 
     @torch.no_grad()
     def residuals(self, prompts: Prompts) -> list[torch.Tensor]:
@@ -284,10 +267,15 @@ class Scanner:
         cache: dict[int, torch.Tensor] = {}
         hooks = [(layer, lambda mod, args, kwargs, i=i: cache.__setitem__(
             i, (args[0] if args else kwargs["hidden_states"]).detach())) for i, layer in enumerate(self.layers)]
-        with hooked(hooks, with_kwargs=True):
-            dev = self.unembed.weight.device
-            embeds = self.model.get_input_embeddings()(prompts.input_ids.to(dev))
-            self.base(inputs_embeds=embeds, use_cache=False)
+        shape = self.layers[0].register_forward_hook(
+            lambda mod, args, out: setattr(self, "_tuple_layers", isinstance(out, tuple)))  # see _Skip
+        try:
+            with hooked(hooks, with_kwargs=True):
+                dev = self.unembed.weight.device
+                embeds = self.model.get_input_embeddings()(prompts.input_ids.to(dev))
+                self.base(inputs_embeds=embeds, use_cache=False)
+        finally:
+            shape.remove()
         return [cache[i] for i in range(len(self.layers))]
 
     def _chunks(self, ablations, copies_max, n_layers):
@@ -326,8 +314,7 @@ class Scanner:
         for rows in prompts.buckets(self.max_batch_tokens):
             sub = prompts.take(rows)
             share = sub.input_ids.numel() / (n * width)  # of one padded forward over all prompts
-            resid = self.residuals(sub)
-            self.forward_passes += share
+            starts = self._starts(sub, share)
             copies_max = max(1, self.max_batch_tokens // sub.input_ids.numel())
             for idx in self._chunks(ablations, copies_max, n_layers):
                 sets = [ablations[i] for i in idx]
@@ -339,11 +326,11 @@ class Scanner:
                     for layer, heads in s.items():
                         mask = keep.setdefault(layer, torch.ones(copies, self.n_heads))
                         mask[j, list(heads)] = 0
-                embeds = resid[start].repeat(copies, 1, 1)
-                last = sub.last_pos.to(embeds.device).repeat(copies)
-                fields = {k: v.to(embeds.device).repeat(copies) for k, v in sub.fields.items()}
+                dev = starts[0].device
+                last = sub.last_pos.to(dev).repeat(copies)
+                fields = {k: v.to(dev).repeat(copies) for k, v in sub.fields.items()}
                 with self._ablating(keep, copies, rows):
-                    logits = self.resumed_logits(embeds, start, last)
+                    logits = self._forward_from(starts, start, copies, last)
                 self.forward_passes += copies * (n_layers - start) / n_layers * share
                 for name, fn in metrics.items():
                     vals = fn(logits, fields).float().cpu().view(copies, -1)
@@ -354,23 +341,3 @@ class Scanner:
         return out
 
 
-def naive_run(bridge, prompts: Prompts, ablations: list[Ablation], metric: Metric,
-              replacement: dict | None = None) -> torch.Tensor:
-    """The reference: one full TransformerLens forward per ablation set, hooks on hook_z."""
-    replacement = replacement or {}
-    results = []
-    ids = prompts.input_ids
-    rows = torch.arange(ids.shape[0])
-    with torch.no_grad():
-        for s in ablations:
-            hooks = []
-            for layer, heads in s.items():
-                def fn(z, hook, heads=list(heads), layer=layer):
-                    z = z.clone()
-                    r = replacement.get(layer)
-                    z[:, :, heads] = 0 if r is None else (r[:, : z.shape[1]] if r.dim() == 4 else r).to(z.dtype)[..., heads, :]
-                    return z
-                hooks.append((f"blocks.{layer}.attn.hook_z", fn))
-            logits = bridge.run_with_hooks(ids, fwd_hooks=hooks)
-            results.append(metric(logits[rows, prompts.last_pos], prompts.fields).float())
-    return torch.stack(results)

@@ -3,46 +3,55 @@ Face id or directory) and its card, the facts every later stage reads about it."
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from time import perf_counter
 
 from circuitloc import io
 from circuitloc.errors import ModelSourceError
+from circuitloc.models.card import make_card, weights_record
+from circuitloc.models.gguf import convert_gguf, fetch_gguf
+from circuitloc.models.load import load_tokenizer, resolve_hf
+from circuitloc.models.toy import train_toy
+from circuitloc.plan.hub import snapshot_commit
 from circuitloc.runner import log
 
 
 def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
-    from circuitloc.models.card import make_card
-    from circuitloc.models.load import load_tokenizer, resolve_hf
+    """Build (or resolve) the model's weights and write its card. The card holds no timings (they go
+    to the log; the rule's benchmark file has the job's), so identical weights give identical bytes."""
 
     source = spec.get("source")
-    t0 = time.time()
+    t0 = perf_counter()
     extra = {}
     if source == "toy":
-        from circuitloc.models.toy import train_toy
 
         spec = {"prepend_bos": True, **spec}  # toys are trained on rows that start with <bos>
         result = train_toy(dict(spec.get("toy", {})), weights_dir, log=log.info)
-        path, extra = str(weights_dir), {"checks": result["checks"], "train_seconds": result["train_seconds"],
-                                          "steps": result["steps"], "recipe": result.get("recipe")}
+        log.info("model %s: toy trained in %s s (this machine's wall clock; not in the card)", name,
+                 result.get("train_seconds"))
+        path, extra = str(weights_dir), {"checks": result["checks"], "steps": result["steps"],
+                                          "recipe": result.get("recipe")}
         if result.get("checkpoint"):
             extra["checkpoint"] = result["checkpoint"]
     elif source == "gguf":
-        from circuitloc.models.gguf import convert_gguf, fetch_gguf
 
-        gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download")
+        gguf = fetch_gguf(spec["gguf"], Path(weights_dir).parent / "download", name)
         convert_gguf(gguf, weights_dir)
         path, extra = str(weights_dir), {"gguf": str(gguf), "sha256": spec["gguf"].get("sha256")}
     elif source == "hf":
-        from circuitloc.plan.hub import snapshot_commit
 
         path = resolve_hf(name, spec["hf"], spec.get("revision"))
         # the snapshot it came from: the commit (a local directory has none), and what was asked for
         extra = {"hf": spec["hf"], "revision": snapshot_commit(path), "revision_requested": spec.get("revision")}
     else:
         raise ModelSourceError(f"model {name!r}: unknown source {source!r} (expected toy, gguf or hf)")
+    t_hash = perf_counter()
+    extra["weights"] = weights_record(path)
+    log.info("model %s: weights sha256 %s (%d files, %.0f MB, hashed in %.1f s)", name, extra["weights"]["sha256"],
+             len(extra["weights"]["files"]), sum(f["bytes"] for f in extra["weights"]["files"].values()) / 1e6,
+             perf_counter() - t_hash)
     card = make_card(name, spec, path, load_tokenizer(path), extra)
-    card["build_seconds"] = round(time.time() - t0, 1)
     io.write_json(card, card_path)
-    log.info("model %s: %s", name, {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads")})
+    shape = {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads")}
+    log.info("model %s: %s; built in %.1f s", name, shape, perf_counter() - t0)
     return card

@@ -1,9 +1,23 @@
-"""card.json: what later stages and tables need to know about a model, without loading it."""
+"""card.json: what later stages and tables need to know about a model, without loading it.
+
+Its bytes depend only on what determines the model (no timings: those are in the job's log and
+benchmark file), so a rebuild with identical weights writes an identical card; the weights' sizes
+and sha256 in it let every job that loads them refuse a corrupt or truncated file.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
+
+from circuitloc.errors import ModelSourceError
+
+_CHUNK = 1 << 20
+# The files that hold a model directory's tensors (not its config or tokenizer): what the card hashes.
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
 CARD_FIELDS = ["name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model",
                "d_head", "n_params", "dtype", "tokenizer", "prepend_bos"]
@@ -11,7 +25,7 @@ CARD_FIELDS = ["name", "source", "family", "attention", "n_layers", "n_heads", "
 
 def architecture(hf_config) -> dict:
     n_heads = int(hf_config.num_attention_heads)
-    n_kv = int(getattr(hf_config, "num_key_value_heads", None) or n_heads)
+    n_kv = int(kv_heads(hf_config) or n_heads)
     d_model = int(hf_config.hidden_size)
     d_head = int(getattr(hf_config, "head_dim", None) or d_model // n_heads)
     return {
@@ -29,6 +43,32 @@ def count_params(hf_config) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(hf_config)
     return int(sum(p.numel() for p in model.parameters()))
+
+
+def sha256_file(path) -> str:
+    """Hex sha256 of a file, read in chunks so large models need no memory. Here, not in gguf.py: every
+    job that loads weights checks them, and this module is already in every such job's code hash."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def weight_files(path) -> list[Path]:
+    """The weights files of a model directory, sorted by name (a hub snapshot's are links into blobs/)."""
+    d = Path(path)
+    return sorted({f for pattern in WEIGHT_FILES for f in d.glob(pattern) if f.is_file()})
+
+
+def weights_record(path) -> dict:
+    """Each weights file's size and sha256, hashed once here at build, and one sha256 over them all
+    (`sha256`: one value that names the weights, e.g. to compare two builds)."""
+    files = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_file(f)} for f in weight_files(path)}
+    if not files:
+        raise ModelSourceError(f"{path} holds no weights file ({', '.join(WEIGHT_FILES)})")
+    listing = "".join(f"{name} {v['bytes']} {v['sha256']}\n" for name, v in files.items())
+    return {"sha256": hashlib.sha256(listing.encode()).hexdigest(), "files": files}
 
 
 def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = None) -> dict:
@@ -52,3 +92,14 @@ def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = 
     }
     card.update(extra or {})
     return card
+
+
+def kv_heads(hf_config) -> int | None:
+    """Key/value heads as each family's config names them: `num_key_value_heads` (Llama, Qwen,
+    Mistral...), Falcon's `num_kv_heads` under its new decoder architecture, or one shared head for
+    Falcon's original multi-query layout; None where the config says nothing (MHA)."""
+    if getattr(hf_config, "num_key_value_heads", None):
+        return hf_config.num_key_value_heads
+    if getattr(hf_config, "multi_query", False) and not getattr(hf_config, "new_decoder_architecture", False):
+        return 1
+    return getattr(hf_config, "num_kv_heads", None)

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
+import json
+import logging
+from importlib.metadata import version
 from pathlib import Path
+from time import perf_counter
 
 import torch
 
-from circuitloc.errors import ModelSourceError
+from circuitloc.engine.bridge import BridgeScanner
+from circuitloc.engine.scan import VERIFIED, Scanner
+from circuitloc.errors import (
+    ConfigError,
+    ModelSourceError,
+    UnsupportedArchitectureError,
+)
+from circuitloc.models.card import sha256_file
+from circuitloc.plan.hub import hf_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
-    """A local directory as is; a hub id at `revision` (branch, tag or commit; default main) through
-    the local cache (never a silent download offline). The returned snapshot directory is named by
-    its commit (circuitloc.plan.hub.snapshot_commit)."""
-    if Path(repo).expanduser().exists() or repo.startswith(("/", ".", "~")) or repo.count("/") != 1:
-        if revision:
-            raise ModelSourceError(f"model {name!r}: revision {revision!r} is for hub ids; {repo} is a local directory")
-        repo = str(Path(repo).expanduser())
-        if not Path(repo).is_dir():
-            raise ModelSourceError(f"model {name!r}: local directory {repo} does not exist")
+    """`hf:` as `from_pretrained` reads it (circuitloc.plan.hub.hf_source): an existing local directory as
+    is; else a hub id (`gpt2`, `EleutherAI/pythia-160m`) at `revision` (branch, tag or commit;
+    default main) through the local cache (never a silent download offline). The returned snapshot
+    directory is named by its commit (circuitloc.plan.hub.snapshot_commit)."""
+
+    try:
+        kind, repo = hf_source(name, repo, revision)
+    except ConfigError as e:
+        raise ModelSourceError(f"model {name!r}: {e}") from None
+    if kind == "dir":
         if not (Path(repo) / "config.json").exists():
             raise ModelSourceError(f"model {name!r}: {repo} has no config.json (not a Hugging Face model directory)")
         return repo
@@ -44,7 +59,6 @@ def load_tokenizer(path: str):
     """The tokenizer exactly as saved. transformers 5's AutoTokenizer picks a class from the
     model type (Qwen2 -> a byte-level BPE) even for a word-level tokenizer.json saved beside a
     Qwen2 config, which silently re-tokenizes everything; a plain tokenizer.json is loaded as is."""
-    import json
 
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -53,6 +67,46 @@ def load_tokenizer(path: str):
     if cls in ("TokenizersBackend", "PreTrainedTokenizerFast") and (Path(path) / "tokenizer.json").exists():
         return PreTrainedTokenizerFast.from_pretrained(path)
     return AutoTokenizer.from_pretrained(path)
+
+
+def check_weights(card: dict) -> None:
+    """The weights a job is about to load are the ones its card was built from: each file's size
+    (free: catches a truncated file at once), then its sha256, streamed. A corrupt file is a
+    one-line error naming it and saying how to get it back, not a model that computes garbage.
+    A card without `weights` (written before they were recorded) is not checked."""
+
+
+    files = (card.get("weights") or {}).get("files") or {}
+    t0 = perf_counter()
+    for name, want in files.items():
+        f = Path(card["path"]) / name
+        if not f.is_file():
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is missing; {_restore_hint(card)}")
+        if f.stat().st_size != want["bytes"]:
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} has {f.stat().st_size} bytes, its card "
+                                   f"says {want['bytes']} (truncated or replaced); {_restore_hint(card)}")
+    for name, want in files.items():
+        f = Path(card["path"]) / name
+        got = sha256_file(f)
+        if got != want["sha256"]:
+            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is corrupt (sha256 {got}, its card "
+                                   f"says {want['sha256']}); {_restore_hint(card)}")
+    if files:
+        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %.1f s)", card["name"],
+                                             len(files), perf_counter() - t0)
+
+
+def _restore_hint(card: dict) -> str:
+    """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card (Snakemake
+    does not look inside a directory() output, so it must be told); an hf model's are the hub
+    cache's or the user's directory."""
+    card_path = f"results/models/{card['name']}/card.json"
+    if card.get("source") != "hf":
+        return f"rebuild the model and what follows from it: snakemake --forcerun {card_path}"
+    if card.get("revision"):
+        return (f"fetch it again with the same HF_HOME: hf download {card.get('hf')} --revision {card['revision']} "
+                "--force-download")
+    return f"the directory changed since the card was built: restore it, or rebuild: snakemake --forcerun {card_path}"
 
 
 def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
@@ -66,8 +120,6 @@ def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
 def _twin(model):
     """A second module tree over the very same weight tensors (no copy): the bridge wraps one
     tree in place with its hook points, the scan engine runs the other without that overhead."""
-    import copy
-    import itertools
 
     shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
     return copy.deepcopy(model, memo=shared).eval()
@@ -76,6 +128,7 @@ def _twin(model):
 def load_engine(card: dict, device: str = "cpu"):
     """(plain Hugging Face model, tokenizer) for a card: all the scan engine needs, without
     importing TransformerLens or building its bridge (seconds per job)."""
+    check_weights(card)
     return load_hf(card["path"], card.get("dtype", "float32"), device)
 
 
@@ -99,3 +152,65 @@ def load(card: dict, device: str = "cpu"):
 
 def engine_model(bridge):
     return getattr(bridge, "_plain_model", None) or bridge.original_model
+
+
+# -- which engine scans a model ------------------------------------------------------------
+ENGINES = ("auto", "scan", "bridge")
+
+
+def bridge_architectures() -> tuple[str, ...]:
+    """The architectures TransformerLens 4's TransformerBridge has an adapter for."""
+    from transformer_lens.factories.architecture_adapter_factory import (
+        SUPPORTED_ARCHITECTURES,
+    )
+
+    return tuple(sorted(SUPPORTED_ARCHITECTURES))
+
+
+def unsupported(name: str, architecture: str) -> str:
+    """The one-line refusal of an architecture neither engine supports, with what both support."""
+
+    return (f"model {name}: architecture {architecture} is supported neither by the scan engine (exact, fast; "
+            f"proven on {', '.join(VERIFIED)}) nor by TransformerLens {_tl_version()}'s bridge (generic, "
+            f"slower; supports {', '.join(bridge_architectures())})")
+
+
+def _tl_version() -> str:
+
+    return version("transformer-lens")
+
+
+def choose_engine(architecture: str, requested: str = "auto") -> str:
+    """'scan' for an architecture the fast engine is proven on (scan.VERIFIED); else 'bridge' where
+    TransformerLens supports it (hook_z is its own vocabulary, so no guess about module names);
+    else 'scan', trusted only after its self-check. `requested` 'scan' or 'bridge' forces one."""
+
+    if requested not in ENGINES:
+        raise ValueError(f"engine {requested!r}: expected one of {', '.join(ENGINES)}")
+    if requested != "auto":
+        return requested
+    if architecture in VERIFIED:
+        return "scan"
+    return "bridge" if architecture in bridge_architectures() else "scan"
+
+
+def scanner_for(card: dict, loaded, batch_tokens: int, device: str = "cpu", engine: str = "auto"):
+    """The engine a job scans with (`choose_engine`; `engine`: auto, scan or bridge): a
+    `scan.Scanner` over `loaded`'s plain model, or a `scan.BridgeScanner` over a TransformerBridge
+    on the same weights. An architecture neither supports raises UnsupportedArchitectureError naming
+    everything that is supported."""
+
+    model, tokenizer = loaded
+    arch = card.get("architecture") or type(model).__name__
+    kind = choose_engine(arch, engine)
+    if kind == "bridge":
+        if arch not in bridge_architectures():
+            raise UnsupportedArchitectureError(unsupported(card.get("name", "?"), arch))
+        bridge = bridge_over(card, model, tokenizer, device)
+        return BridgeScanner(bridge, card["n_heads"], card["d_head"], batch_tokens, reference=model)
+    try:
+        return Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
+    except UnsupportedArchitectureError as e:
+        if engine == "scan":
+            raise
+        raise UnsupportedArchitectureError(unsupported(card.get("name", "?"), arch)) from e

@@ -10,6 +10,10 @@ from pathlib import Path
 _RULE_ERROR = re.compile(r"^Error in rule (\S+?):?\s*$")
 _LOG_LINE = re.compile(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?\s*$")
 _ERROR = re.compile(r"\b(ERROR|Error|error)\b|^\w*(Error|Exception)\b")
+# what Snakemake logs when the user stops it (Ctrl-C: KeyboardInterrupt; SIGTERM) and what a job
+# killed by that signal leaves: a job's failure then is the interruption, not a reason in its log
+_USER_STOP = re.compile(r"Terminating processes on user request|Cancelling snakemake on user request")
+_INTERRUPT = re.compile(r"^KeyboardInterrupt\b")
 
 
 def failed_logs(snakemake_logs, log_root="results/logs", since: float | None = None) -> dict[str, str]:
@@ -45,29 +49,67 @@ def failed_logs(snakemake_logs, log_root="results/logs", since: float | None = N
     return out
 
 
-def last_error_line(log_path) -> str:
-    """The last line of a job log that reports an error (a logged ERROR, an exception's last
-    line), else its last non-empty line."""
-    try:
-        lines = [ln.rstrip() for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError as e:
-        return f"(log not readable: {e.strerror or e})"
-    if not lines:
-        return "(the log is empty: the job died before logging anything; see the Snakemake output above)"
+def _read_lines(log_path) -> list[str]:
+    return [ln.rstrip() for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
+
+
+def _error_line(lines: list[str]) -> str | None:
+    """The last line that reports an error (a logged ERROR, an exception's last line), or None."""
     for ln in reversed(lines):
         if " ERROR " in ln:
             return ln.split(" ERROR ", 1)[1]
     for ln in reversed(lines):
         if _ERROR.search(ln):
             return ln.strip()
-    return lines[-1].strip()
+    return None
+
+
+def last_error_line(log_path) -> str:
+    """The last line of a job log that reports an error (a logged ERROR, an exception's last
+    line), else its last non-empty line."""
+    try:
+        lines = _read_lines(log_path)
+    except OSError as e:
+        return f"(log not readable: {e.strerror or e})"
+    if not lines:
+        return "(the log is empty: the job died before logging anything; see the Snakemake output above)"
+    return _error_line(lines) or lines[-1].strip()
+
+
+def user_stopped(snakemake_logs) -> bool:
+    """Whether the run ended because the user stopped it (Ctrl-C), as Snakemake's own log says."""
+    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
+        try:
+            if _USER_STOP.search(Path(path).read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _job_line(log_path, rule: str, stopped: bool) -> str:
+    """One job's line. After a Ctrl-C, a job whose log reports no error of its own (or only the
+    KeyboardInterrupt) was interrupted, not failed: its last INFO line is no reason."""
+    try:
+        lines = _read_lines(log_path)
+    except OSError:
+        lines = None
+    error = _error_line(lines) if lines else None
+    if (stopped and error is None) or any(_INTERRUPT.search(ln) for ln in lines or ()):
+        return f"circuitloc: {rule} job interrupted before it finished  [log: {log_path}]"
+    return f"circuitloc: {rule} job failed: {last_error_line(log_path)}  [log: {log_path}]"
 
 
 def explain_failures(snakemake_logs, log_root="results/logs", since: float | None = None, stream=None) -> list[str]:
-    """Print, for each failed job, its rule, the last error line of its log and the log's path."""
+    """Print, for each failed job, its rule, the last error line of its log and the log's path; a run
+    the user stopped (Ctrl-C) is reported as interrupted, each job it cut short as interrupted."""
     stream = stream or sys.stderr
-    lines = [f"circuitloc: {rule} job failed: {last_error_line(p)}  [log: {p}]"
-             for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
+    stopped = user_stopped(snakemake_logs)
+    lines = [_job_line(p, rule, stopped) for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
+    if stopped:
+        lines.append("circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
+                     "rerun the same command to go on")
     if lines:
-        print("\n".join(["", "=" * 20 + " why the run failed " + "=" * 20, *lines]), file=stream, flush=True)
+        title = " the run was interrupted " if stopped else " why the run failed "
+        print("\n".join(["", "=" * 20 + title + "=" * 20, *lines]), file=stream, flush=True)
     return lines

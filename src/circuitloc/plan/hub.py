@@ -1,5 +1,6 @@
-"""Where hub data comes from: the fahamu/ioi file names and their resolution, and which snapshot
-(commit) of a Hugging Face repository a path belongs to.
+"""Where hub data comes from: the fahamu/ioi file names and their resolution, which snapshot
+(commit) of a Hugging Face repository a path belongs to, and whether a model's `hf:` names a local
+directory or a hub id.
 
 Standard library only at import: the rules import it when the DAG is built (a local fahamu file is
 a job input), and the dataset and model jobs import it to fetch and to record what they read.
@@ -8,9 +9,10 @@ a job input), and the dataset and model jobs import it to fetch and to record wh
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from circuitloc.errors import DatasetError
+from circuitloc.errors import ConfigError, DatasetError
 
 FAHAMU_REPO = "fahamu/ioi"
 FAHAMU_FILES = {"200k": "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
@@ -29,6 +31,48 @@ def local_fahamu(source: dict) -> str | None:
     if not path:
         return None
     return os.path.join(path, fahamu_file(source)) if os.path.isdir(path) else path
+
+
+# huggingface_hub's own rule (utils.validate_repo_id), restated so the plan needs no hub import:
+# `name` or `owner/name`, each of letters, digits, `-`, `_`, `.`, not starting or ending with `-`
+# or `.`, at most 96 characters; no `--` or `..`; not ending in `.git`.
+_HUB_NAME = r"(?![-.])[\w\-.]{1,96}(?<![-.])"
+_HUB_ID = re.compile(rf"(?:{_HUB_NAME}/)?{_HUB_NAME}", re.ASCII)
+_PATH_PREFIXES = ("/", "./", "../", "~")
+
+
+def is_hub_id(value: str) -> bool:
+    """Whether `value` is a valid Hugging Face hub id (`gpt2`, `EleutherAI/pythia-160m`)."""
+    return bool(_HUB_ID.fullmatch(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
+
+
+def hf_source(name: str, value: str, revision: str | None = None) -> tuple[str, str]:
+    """("dir", the expanded path) or ("hub", the id) for `models.<name>.hf`, as `from_pretrained`
+    reads it: an existing local directory is a path; else a valid hub id is a hub id. Anything else
+    (a path that does not exist, a string that is neither) is a ConfigError naming the field, raised
+    when the plan is made, not hours later in the model job."""
+    field = f"models.{name}.hf"
+    local = os.path.expanduser(value)
+    if os.path.isdir(local):
+        if revision:
+            raise ConfigError(f"config: {field}: revision {revision!r} is for hub ids; {value} is a local directory "
+                              f"(drop models.{name}.revision)")
+        return "dir", local
+    if os.path.exists(local):
+        raise ConfigError(f"config: {field}: {value} is a file, not a Hugging Face model directory")
+    if value.startswith(_PATH_PREFIXES) or value.count("/") > 1:
+        raise ConfigError(f"config: {field}: local directory {local} does not exist (from {os.getcwd()})")
+    if not is_hub_id(value):
+        raise ConfigError(f"config: {field}: {value!r} is neither an existing local directory nor a hub id "
+                          "(`name` or `owner/name`: letters, digits, -, _ and .)")
+    return "hub", value
+
+
+def check_model_sources(models: dict) -> None:
+    """The plan-time check of every hf model's `hf:` (see hf_source)."""
+    for name, spec in models.items():
+        if isinstance(spec, dict) and spec.get("source") == "hf" and isinstance(spec.get("hf"), str):
+            hf_source(name, spec["hf"], spec.get("revision"))
 
 
 def snapshot_commit(path) -> str | None:

@@ -6,7 +6,7 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.plan import vocab
-from circuitloc.report import plots
+from circuitloc.report import plots, scale_plots
 
 
 def save(fig, png, pdf):
@@ -47,7 +47,7 @@ def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8
 
     pct = f"{100 * threshold:g}%"
     title = f"Top head and heads-to-{pct} against scale ({ablation} ablation)" if ablation else ""
-    save(plots.scale({t: io.read_csv(p) for t, p in tables.items()}, title=title, threshold=threshold), png, pdf)
+    save(scale_plots.scale({t: io.read_csv(p) for t, p in tables.items()}, title=title, threshold=threshold), png, pdf)
 
 
 def fig_stability(task, primary: str, panels: list, png, pdf):
@@ -60,6 +60,6 @@ def fig_stability(task, primary: str, panels: list, png, pdf):
 def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf, threshold: float = 0.8):
     """The sweep figure from `writers.write_sweep`'s summary and per-model rows."""
 
-    save(plots.sweep(summary, per_model, threshold=threshold, title=f"{task}: {ablation} ablation across seeds "
+    save(scale_plots.sweep(summary, per_model, threshold=threshold, title=f"{task}: {ablation} ablation across seeds "
                      f"(top head: mean and {int(ci * 100)}% interval; heads-to-{100 * threshold:g}%: median)"),
          png, pdf)

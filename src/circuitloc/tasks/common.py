@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
+from circuitloc.prompts import Prompts
+
+
+def read_text(path, what: str) -> str:
+    """A user's text resource (IOI templates and word lists, the neutral text) as UTF-8, or one
+    DatasetError naming the file: a missing, unreadable or binary file is not a traceback."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise DatasetError(f"{what} not found: {path}") from e
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: {what} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read the {what} ({e.strerror or e})") from e
 
 
 def encode(tokenizer, text: str, prepend_bos: bool) -> list[int]:
@@ -74,3 +90,10 @@ def pad_id(tokenizer) -> int:
         if tid is not None:
             return int(tid)
     return 0
+
+
+def prompts(df: pl.DataFrame, task, pad: int, column: str = "input_ids") -> Prompts:
+    """The dataset's rows as the engine's Prompts, with the per-prompt fields `task` reads."""
+    ids, last = pad_right(df[column].to_list(), pad)
+    fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
+    return Prompts(ids, last, fields)

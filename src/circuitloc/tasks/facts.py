@@ -15,21 +15,47 @@ COLUMNS = ["domain", "subject", "relation", "answer", "natural", "qa"]
 
 
 def load(path=None) -> pl.DataFrame:
+    """The facts file, checked line by line first, so that a malformed row is one error naming the
+    file and the line instead of a shifted column or a parser's traceback. Fields are split on tabs
+    only (no quote character: a `"` in a prompt is text)."""
     path = Path(path) if path else FACTS
     if not path.exists():
         raise DatasetError(f"facts file not found: {path}")
-    df = pl.read_csv(path, separator="\t", infer_schema=False, empty_string_is_null=False)
-    missing = [c for c in COLUMNS if c not in df.columns]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from e
+    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines:
+        raise DatasetError(f"{path}: empty file (expected a tab-separated header: {', '.join(COLUMNS)})")
+    header = lines[0][1].split("\t")
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise DatasetError(f"{path}: missing columns {missing}")
+    for i, ln in lines[1:]:
+        if ln.count("\t") != len(header) - 1:
+            raise DatasetError(f"{path}: line {i} has {ln.count(chr(9)) + 1} tab-separated fields, the header "
+                               f"has {len(header)}")
+    if len(lines) == 1:
+        raise DatasetError(f"{path}: no facts (a header and no rows)")
+    body = "\n".join(ln for _, ln in lines).encode()
+    df = pl.read_csv(body, separator="\t", quote_char=None, infer_schema=False, empty_string_is_null=False)
     return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
 
 
+DEDUP = ["subject", "relation", "answer"]  # one fact: prompts that differ only in wording repeat it
+
+
 def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
-    """Per-model candidates before the knowledge filter: the answer must be one token."""
+    """Per-model candidates before the knowledge filter: each fact once (a repeat would put one fact
+    among both the scoring and the held-out rows), its answer one token."""
     if form not in ("natural", "qa"):
         raise DatasetError(f"facts prompt form must be 'natural' or 'qa', got {form!r}")
     counts = {"input": int(len(facts))}
+    facts = facts.unique(subset=DEDUP, keep="first", maintain_order=True)
+    counts["dropped_duplicate"] = counts["input"] - len(facts)
     df = facts.with_columns(pl.col(form).alias("prompt"),
                             pl.Series("answer_id", [single_token(tokenizer, a) for a in facts["answer"]],
                                       dtype=pl.Int64))
@@ -89,6 +115,9 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str 
     file (default: config `path`, else the shipped set). Returns (rows, counts)."""
     path = path or (inputs or {}).get("facts") or cfg.get("path")
     df, counts = build(load(path), tokenizer, prepend_bos, form)
+    if len(df) == 0:
+        raise DatasetError(f"{path or FACTS}: no fact survives the dropped_multitoken_answer filter (the answer one "
+                           f"token in this tokenizer, with the leading space) ({counts})")
     ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))

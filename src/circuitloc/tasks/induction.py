@@ -10,8 +10,7 @@ import torch
 
 from circuitloc.engine.heads import induction_scores
 from circuitloc.errors import DatasetError
-from circuitloc.tasks.common import mark_scoring
-from circuitloc.tasks.registry import prompts
+from circuitloc.tasks.common import mark_scoring, prompts
 
 _SPACED = re.compile(r" [a-z]{3,10}")
 _BARE = re.compile(r"[a-z]{3,10}")

@@ -23,7 +23,13 @@ import torch
 from circuitloc.errors import DatasetError
 from circuitloc.plan import hub
 from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
-from circuitloc.tasks.common import encode, mark_scoring, sample_rows, single_token
+from circuitloc.tasks.common import (
+    encode,
+    mark_scoring,
+    read_text,
+    sample_rows,
+    single_token,
+)
 
 RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
 FAHAMU_COLUMN = "ioi_sentences"
@@ -31,9 +37,8 @@ ROWS = {"prompt": pl.String, "io": pl.String, "s": pl.String, "order": pl.String
 
 
 def _lines(path: Path) -> list[str]:
-    if not path.exists():
-        raise DatasetError(f"IOI resource file not found: {path}")
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.strip() for ln in read_text(path, "IOI resource file").splitlines()
+            if ln.strip() and not ln.startswith("#")]
 
 
 def template_order(template: str) -> str:
@@ -122,17 +127,28 @@ def _words(text: str, word: str) -> list[int]:
     return [m.start() for m in re.finditer(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])", text)]
 
 
-def parse_sentence(sentence: str, nouns: dict | None = None):
+def final_name(sentence: str) -> str | None:
+    """The name a sentence of fahamu's form ends in (its IO), or None."""
+    m = re.fullmatch(rf".*\S\s+({_NAME})\s*\.?", str(sentence).strip())
+    return m[1] if m else None
+
+
+def parse_sentence(sentence: str, nouns: dict | None = None, names=frozenset()):
     """Any sentence of fahamu's form, whatever its template: IO is the final name (once before it in
-    the sentence), S the one capitalised word said twice before it. Returns (prompt, io, s, order,
-    skeleton) or None; the skeleton is the prompt with IO, S and every place and object of `nouns`
-    (the shipped lists by default) replaced by their slots, so sentences of one template share it."""
+    the sentence), S the one capitalised word said twice before it. Where several are (a sentence
+    that opens "Then, ..." and again "... Then John gave"), S is the one that is a name, a word in
+    `names`: a capitalised word that merely begins both sentences fills no name slot. Returns
+    (prompt, io, s, order, skeleton) or None; the skeleton is the prompt with IO, S and every place
+    and object of `nouns` (the shipped lists by default) replaced by their slots, so sentences of
+    one template share it."""
     m = re.fullmatch(rf"(?P<prompt>.*\S)\s+(?P<io>{_NAME})\s*\.?", sentence.strip())
     if m is None:
         return None
     prompt, io = m["prompt"], m["io"]
     counts = Counter(w for w in re.findall(rf"(?<![\w'-]){_NAME}", prompt))
     subjects = [w for w, c in counts.items() if c == 2 and w != io]
+    if len(subjects) > 1:
+        subjects = [w for w in subjects if w in names]
     if counts[io] != 1 or len(subjects) != 1:
         return None
     s = subjects[0]
@@ -156,15 +172,20 @@ def skeleton_id(skeleton: str, templates: list[str]) -> int:
 
 
 def _shipped_nouns() -> dict:
-    return {k: _lines(RESOURCES / f"{k}.txt") for k in ("places", "objects")}
+    return {k: _lines(RESOURCES / f"{k}.txt") for k in ("places", "objects", "names")}
 
 
 def match_templates(sentences, templates: list[str], nouns: dict | None = None) -> tuple[pl.DataFrame, dict]:
     """Each sentence's template, IO and S: rows (prompt, io, s, order, template) and counts. A
     sentence that matches one of `templates` exactly (IO and S distinct) gets its line; any other
     sentence of fahamu's form gets an id from its own skeleton (`parse_sentence`, `skeleton_id`);
-    the rest are dropped. Counts: matched_template, own_template, dropped_unparsed."""
+    the rest are dropped. `nouns`: places, objects and names (the shipped lists by default); a
+    name is a word of `names` or one that fills the IO slot (ends a sentence) somewhere among
+    `sentences`, so names the list lacks still tell S from a repeated capitalised word. Counts:
+    matched_template, own_template, dropped_unparsed."""
     nouns = _shipped_nouns() if nouns is None else nouns
+    sentences = [str(x).strip() for x in sentences]
+    names = set(nouns.get("names", ())) | {n for n in map(final_name, sentences) if n}
     patterns = [template_pattern(t) for t in templates]
     # most sentences share their first words with few templates: try those first; a template that
     # begins with a slot ({S} and {IO} were ...) is tried for every sentence
@@ -178,7 +199,6 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
             by_start.setdefault(first, []).append(k)
     rows, counts = [], {"matched_template": 0, "own_template": 0, "dropped_unparsed": 0}
     for sent in sentences:
-        sent = str(sent).strip()
         hit = None
         for k in by_start.get(sent.split(" ", 1)[0], []) + anywhere:
             m = patterns[k].fullmatch(sent)
@@ -193,7 +213,7 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
             rows.append({"prompt": prompt, "io": io, "s": s, "order": template_order(templates[k]), "template": k})
             counts["matched_template"] += 1
             continue
-        parsed = parse_sentence(sent, nouns)
+        parsed = parse_sentence(sent, nouns, names)
         if parsed is None:
             counts["dropped_unparsed"] += 1
             continue
@@ -208,34 +228,73 @@ def fahamu_path(source: dict) -> Path:
     return hub.fahamu_path(source)[0]
 
 
-def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000,
-                nouns: dict | None = None):
-    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
-    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
-    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
-    whole. Rows come in file order. Returns (rows, counts)."""
+def _unreadable(path, e: Exception) -> DatasetError:
+    """One line for a parquet the reader cannot decode: invalid UTF-8 text, or a file that is not
+    (or no longer whole) parquet."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if "utf-8" in first.lower() or "utf8" in first.lower():
+        return DatasetError(f"{path}: column {FAHAMU_COLUMN!r} is not valid UTF-8 text ({first}); "
+                            "re-export the file with string sentences")
+    return DatasetError(f"{path}: not a readable parquet file, truncated or corrupt ({type(e).__name__}: "
+                        f"{first}); download or copy it again")
 
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
-    templates = templates or load_templates()
+
+def _scan(path: Path):
+    """(the sentence column, lazily, as text; the row count) of a fahamu parquet. A binary column is
+    decoded as UTF-8, strictly: a byte that is not UTF-8 is an error, never a sentence that silently
+    fails to parse."""
     lf = pl.scan_parquet(path)
-    columns = lf.collect_schema().names()
-    if FAHAMU_COLUMN not in columns:
-        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {columns}")
-    n_rows = int(lf.select(pl.len()).collect().item())
-    k = n_rows if pool is None else min(int(pool), n_rows)
-    idx = np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False))
-    # one window of rows at a time: a slice is pushed down into the parquet scan (only the row groups
-    # it overlaps are read), so memory is bounded by the window, not the file
+    schema = lf.collect_schema()
+    if FAHAMU_COLUMN not in schema:
+        raise DatasetError(f"{path}: expected a column {FAHAMU_COLUMN!r}, found {schema.names()}")
+    dtype = schema[FAHAMU_COLUMN]
+    if dtype not in (pl.String, pl.Binary):
+        raise DatasetError(f"{path}: column {FAHAMU_COLUMN!r} holds {dtype}, not text")
+    col = lf.select(pl.col(FAHAMU_COLUMN).cast(pl.String, strict=True))
+    return col, int(lf.select(pl.len()).collect().item())
+
+
+def _gather(col, idx: np.ndarray, n_rows: int, window: int) -> list[str]:
+    """The rows at `idx` (sorted), one window of rows at a time: a slice is pushed down into the
+    parquet scan (only the row groups it overlaps are read), so memory is bounded by the window,
+    not the file."""
     sample: list[str] = []
-    col = lf.select(FAHAMU_COLUMN)
     for start in range(0, n_rows, window):
         lo, hi = np.searchsorted(idx, [start, start + window])
         if hi > lo:
             chunk = col.slice(start, window).collect()[FAHAMU_COLUMN]
             sample += chunk.gather(idx[lo:hi] - start).to_list()
             del chunk
+    return sample
+
+
+def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None = None, window: int = 1_000_000,
+                nouns: dict | None = None):
+    """A seeded sample of `pool` rows of a fahamu/ioi parquet (all rows if pool is None), matched
+    to the templates. The file is scanned lazily (polars): only the row count and the sampled rows
+    are ever materialised (a window of `window` rows at a time), so the 26 M-row file never loads
+    whole. Rows come in file order. An empty, truncated or undecodable file is one DatasetError
+    naming it (never blamed on a filter). Returns (rows, counts)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"IOI parquet not found: {path} (set tasks.ioi.source.path)")
+    if path.stat().st_size == 0:
+        raise DatasetError(f"{path}: empty file (0 bytes), not a fahamu/ioi parquet; download or copy it again")
+    templates = templates or load_templates()
+    try:
+        col, n_rows = _scan(path)
+        if n_rows == 0:
+            raise DatasetError(f"{path}: empty: the parquet file has no rows")
+        k = n_rows if pool is None else min(int(pool), n_rows)
+        sample = _gather(col, np.sort(np.random.default_rng(seed).choice(n_rows, size=k, replace=False)),
+                         n_rows, window)
+    except DatasetError:
+        raise
+    except Exception as e:  # polars raises several types for one meaning: undecodable
+        raise _unreadable(path, e) from e
+    if not any(s and str(s).strip() for s in sample):
+        raise DatasetError(f"{path}: empty: every one of the {len(sample)} sampled sentences in "
+                           f"{FAHAMU_COLUMN!r} is blank or null")
     rows, matched = match_templates(sample, templates, nouns)
     counts = {"source_rows": n_rows, "sampled": len(sample), **matched}
     if len(rows) == 0:
@@ -245,9 +304,24 @@ def read_fahamu(path, pool: int | None, seed: int, templates: list[str] | None =
     return rows, counts
 
 
-def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
-    """Keep sentences whose IO and S are single tokens for this tokenizer; sample n; mark n_score."""
-    counts = {"input": int(len(raw))}
+UNKNOWN_TOKENS = ("drop", "keep")  # config tasks.ioi.unknown_tokens (default in config/schema.yaml: drop)
+
+
+def _has_unknown(tokenizer, prompts) -> pl.Series:
+    """Whether each prompt's own text holds the tokenizer's unknown token (a closed word-level
+    vocabulary maps every word it lacks to it). The BOS is not looked at: GPT-2-style tokenizers
+    give <|endoftext|> both roles."""
+    unk = tokenizer.unk_token_id
+    return pl.Series([unk is not None and unk in encode(tokenizer, p, False) for p in prompts], dtype=pl.Boolean)
+
+
+def candidates(raw: pl.DataFrame, tokenizer, prepend_bos: bool, unknown: str = "drop"):
+    """The sentences this tokenizer can be scored on, encoded: each prompt once, IO and S single
+    tokens, and, unless `unknown` is keep, no unknown token in the prompt (the model would read a
+    placeholder where the sentence has a word). Returns (rows, counts)."""
+    if unknown not in UNKNOWN_TOKENS:
+        raise DatasetError(f"tasks.ioi.unknown_tokens must be one of {', '.join(UNKNOWN_TOKENS)}, got {unknown!r}")
+    counts = {"input": len(raw)}
     df = raw.unique(subset="prompt", keep="first", maintain_order=True)
     counts["dropped_duplicate"] = counts["input"] - len(df)
     df = df.with_columns(pl.Series("io_id", [single_token(tokenizer, w) for w in df["io"]], dtype=pl.Int64),
@@ -259,12 +333,32 @@ def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int,
         raise DatasetError(f"no IOI sentence survives the dropped_multitoken_name filter (IO and S one token each "
                            f"in this tokenizer, with the leading space): it removed all {counts['dropped_multitoken_name']} "
                            f"left after the others ({counts})")
-    df = df[sample_rows(len(df), min(n, len(df)), seed)]
-    counts["kept"] = int(len(df))
-    counts["requested"] = int(n)
+    unk = _has_unknown(tokenizer, df["prompt"])
+    counts["dropped_unknown_token"] = int(unk.sum()) if unknown == "drop" else 0
+    counts["kept_unknown_token"] = int(unk.sum()) if unknown == "keep" else 0
+    if unknown == "drop":
+        df = df.filter(~unk)
+    if len(df) == 0:
+        raise DatasetError(f"no IOI sentence survives the dropped_unknown_token filter (every prompt holds a word "
+                           f"this tokenizer does not know): it removed all {counts['dropped_unknown_token']} left "
+                           f"after the others ({counts}); set tasks.ioi.unknown_tokens: keep to score them anyway")
     df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
                                    dtype=pl.List(pl.Int64)))
+    return df, counts
+
+
+def pick(df: pl.DataFrame, counts: dict, n: int, n_score: int, seed: int):
+    """n of the candidates in a seeded draw, the first n_score marked for scoring."""
+    df = df[sample_rows(len(df), min(n, len(df)), seed)]
+    counts = {**counts, "kept": len(df), "requested": int(n)}
     return mark_scoring(df, n_score), counts
+
+
+def build(raw: pl.DataFrame, tokenizer, prepend_bos: bool, n: int, n_score: int, seed: int):
+    """Keep sentences whose IO and S are single tokens and whose prompt has no unknown token
+    (`candidates`); sample n; mark n_score."""
+    df, counts = candidates(raw, tokenizer, prepend_bos)
+    return pick(df, counts, n, n_score, seed)
 
 
 def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
@@ -278,7 +372,8 @@ METRICS = {"ld": metric}
 
 def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None, **_):
     """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
-    generator or from fahamu/ioi, kept where IO and S are single tokens, n sampled, the first
+    generator or from fahamu/ioi, kept where IO and S are single tokens and (config
+    `unknown_tokens`: drop) the prompt has no unknown token, n sampled, the first
     n_score marked for scoring. `inputs`: the resource files the rule declares (ioi_templates,
     ioi_names, ... or ioi_templates and fahamu); their directory is the resource directory.
     Returns (rows, counts)."""
@@ -286,7 +381,7 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
     src = cfg.get("source") or {}
     declared = inputs.get("ioi_templates")
     res_dir = os.path.dirname(declared) if declared else None
-    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filter
+    pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filters
     if src.get("kind") == "fahamu":
         path, commit = hub.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
         root = Path(res_dir) if res_dir else RESOURCES  # places and objects: for sentences' own skeletons
@@ -295,5 +390,6 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
         read_counts = {"source": str(path), **({"revision": commit} if commit else {}), **read_counts}
     else:
         raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
-    df, counts = build(raw, tokenizer, prepend_bos, int(cfg["n"]), int(cfg["n_score"]), seed)
+    df, counts = candidates(raw, tokenizer, prepend_bos, cfg.get("unknown_tokens", "drop"))
+    df, counts = pick(df, counts, int(cfg["n"]), int(cfg["n_score"]), seed)
     return df, {**read_counts, **counts}

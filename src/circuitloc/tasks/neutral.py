@@ -3,19 +3,18 @@ control (does a task's top unit break language modelling in general?)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import polars as pl
 
 from circuitloc.errors import DatasetError
+from circuitloc.tasks.common import read_text
 
 
 def windows(text_path, tokenizer, prepend_bos: bool, n: int = 48, length: int = 24, seed: int = 0):
     """Windows of `length` tokens from a neutral text; each is scored on predicting the next token.
     Returns (rows, coverage): coverage is the share of the text's tokens that are not unknown (a
     closed toy vocabulary covers little of ordinary prose, and its loss there means nothing)."""
-    ids = tokenizer(Path(text_path).read_text(), add_special_tokens=False)["input_ids"]
+    ids = tokenizer(read_text(text_path, "neutral text"), add_special_tokens=False)["input_ids"]
     unk = tokenizer.unk_token_id
     coverage = 1.0 if unk is None else float(np.mean([i != unk for i in ids]))
     if len(ids) < length + 2:

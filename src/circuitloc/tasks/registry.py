@@ -21,10 +21,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from circuitloc.engine.scan import Prompts
 from circuitloc.errors import DatasetError
 from circuitloc.plan import vocab
-from circuitloc.tasks.common import pad_right
 
 
 @dataclass(frozen=True)
@@ -92,12 +90,6 @@ def dataset_columns(task_name: str) -> tuple:
     """The columns a score or curve job reads from a task's dataset."""
     spec = vocab.task(task_name)
     return ("input_ids", "score", *spec.fields, *spec.job_columns)
-
-
-def prompts(df: pl.DataFrame, task: Task, pad: int, column: str = "input_ids") -> Prompts:
-    ids, last = pad_right(df[column].to_list(), pad)
-    fields = {f: torch.tensor(df[f].to_numpy(), dtype=torch.long) for f in task.fields}
-    return Prompts(ids, last, fields)
 
 
 def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context):

@@ -1,0 +1,92 @@
+"""Where a decoder keeps what the engine touches: its layers, each layer's attention output
+projection (whose input is the head outputs z), z's layout, and the one way hooks are installed.
+The engine reads and ablates the projection's input, so the projection weight's layout (GPT-2's
+Conv1D stores it [in, out]) does not matter to it."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from circuitloc.errors import UnsupportedArchitectureError
+
+# Where a base model keeps its decoder layers (OPT: inside its decoder), and where a decoder layer
+# keeps its attention output projection: GPT-2's Conv1D `attn.c_proj` (weight stored [in, out]),
+# GPT-J's `attn.out_proj`, OPT's `self_attn.out_proj`, Phi 1.5/2's `self_attn.dense`, Falcon's
+# `self_attention.dense`, GPT-NeoX's `attention.dense`, `o_proj` elsewhere. The engine reads and
+# ablates the projection's input, so the weight's layout does not matter to it.
+LAYER_PATHS = ("layers", "h", "decoder.layers")
+OUT_PROJ_PATHS = ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense", "self_attn.dense",
+                  "self_attn.out_proj", "attn.out_proj", "attn.c_proj")
+
+
+class Skip(nn.Module):
+    """Stands in for a layer whose output is already in the cached residual, returned in the form
+    the layer returns it (Falcon's layers return a tuple whose first item is the residual)."""
+
+    def __init__(self, as_tuple: bool = False):
+        super().__init__()
+        self.as_tuple = as_tuple
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return (hidden_states,) if self.as_tuple else hidden_states
+
+
+def find(module: nn.Module, paths) -> nn.Module | None:
+    """The first of the dotted `paths` that exists below `module`, or None."""
+    for path in paths:
+        mod = module
+        try:
+            for part in path.split("."):
+                mod = getattr(mod, part)
+            return mod
+        except AttributeError:
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def hooked(hooks, with_kwargs: bool = False):
+    """The engine's one way to install forward pre-hooks, `hooks` being (module, fn) pairs: all of
+    them are removed on the way out, even when the forward or a later registration raises, since a
+    hook left behind would silently ablate every later run of the same model."""
+    handles = []
+    try:
+        for module, fn in hooks:
+            handles.append(module.register_forward_pre_hook(fn, with_kwargs=with_kwargs))
+        yield
+    finally:
+        for handle in reversed(handles):
+            handle.remove()
+
+
+def out_proj(layer: nn.Module) -> nn.Module:
+    """A decoder layer's attention output projection: its input is the layer's head outputs z,
+    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads."""
+    mod = find(layer, OUT_PROJ_PATHS)
+    if mod is None:
+        raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
+                                           "this architecture is not supported by the scan engine")
+    return mod
+
+
+def decoder_layers(base: nn.Module) -> nn.ModuleList:
+    """The base model's decoder layers, in order (`LAYER_PATHS`)."""
+    layers = find(base, LAYER_PATHS)
+    if not isinstance(layers, nn.ModuleList):
+        raise UnsupportedArchitectureError(f"no decoder layers found in {type(base).__name__}: "
+                                           "this architecture is not supported by the scan engine")
+    return layers
+
+
+def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
+    """The output projection's input [..., H * Dh] as head outputs [..., H, Dh] (a view): heads are
+    consecutive slices of width d_head in every supported architecture."""
+    return x.view(*x.shape[:-1], n_heads, d_head)
+
+
+def merge_heads(z: torch.Tensor) -> torch.Tensor:
+    """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
+    return z.reshape(*z.shape[:-2], -1)

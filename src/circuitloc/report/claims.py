@@ -1,0 +1,288 @@
+"""The paper's claims beside this run's numbers: one row per claim of "Architecture, Not Scale"
+(arXiv 2605.08853), the models of the run it applies to, the measured value with its interval, and
+"holds" / "does not hold" / "not testable in this run" with the reason. Computed from the run's
+tables and model cards, never written by hand.
+
+Claims about pretrained model families apply to the run's pretrained models (source other than
+`toy`); the MHA-versus-GQA comparisons apply to families that hold both attention types (the toy
+pair is one: same data, recipe and seed, only the number of key/value heads differs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from circuitloc import io
+from circuitloc.report.tables import write_table
+
+HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
+IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = "table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", \
+    "stability_ioi"
+RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
+TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
+CONTROL_HARMLESS = 5.0  # "no damage": random units' mean drop below 5% of the clean metric
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the claims read: tables by name (polars frames; a missing one is None) and the cards."""
+    tables: dict
+    cards: dict
+
+    def table(self, name: str) -> pl.DataFrame | None:
+        return self.tables.get(name)
+
+    def pretrained(self, attention: str) -> list[str]:
+        return [m for m, c in self.cards.items() if c.get("source") != "toy" and c.get("attention") == attention]
+
+    def mixed_families(self) -> dict[str, tuple[str, str]]:
+        """family -> (MHA model, GQA model) for families with both attention types (the first of each)."""
+        out = {}
+        for fam in dict.fromkeys(c.get("family", m) for m, c in self.cards.items()):
+            members = [m for m, c in self.cards.items() if c.get("family", m) == fam]
+            mha = [m for m in members if self.cards[m].get("attention") == "mha"]
+            gqa = [m for m in members if self.cards[m].get("attention") == "gqa"]
+            if mha and gqa:
+                out[fam] = (mha[0], gqa[0])
+        return out
+
+
+def _row(df: pl.DataFrame | None, model: str) -> dict | None:
+    if df is None or "model" not in df.columns:
+        return None
+    hit = df.filter(pl.col("model") == model)
+    return hit.row(0, named=True) if hit.height else None
+
+
+def _num(v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return x
+
+
+def pct(value, lo=None, hi=None) -> str:
+    """'56% [44, 77]' (the paper's form); '' for a missing value."""
+    v = _num(value)
+    if math.isnan(v):
+        return ""
+    lo, hi = _num(lo), _num(hi)
+    return f"{v:.0f}%" + (f" [{lo:.0f}, {hi:.0f}]" if not (math.isnan(lo) or math.isnan(hi)) else "")
+
+
+def _heads_to(row: dict) -> tuple[float, bool] | None:
+    """(greedy heads-to-80%, bounded) of a Table 1 row, or None where the damage is not defined."""
+    v = _num(row.get("heads_to_80_greedy"))
+    if math.isnan(v) or row.get("damage_ok") in (False, "False"):
+        return None
+    return v, row.get("heads_to_80_greedy_bounded") in (True, "True")
+
+
+def _label(v: float, bounded: bool) -> str:
+    return f"> {v:g}" if bounded else f"{v:g}"
+
+
+def _claim(cid, text, models=(), measured="", interval="", verdict=UNTESTABLE, reason=""):
+    return {"claim_id": cid, "claim": text, "models": ", ".join(models), "measured": measured, "interval": interval,
+            "verdict": verdict, "reason": reason}
+
+
+def _untestable(cid, text, reason):
+    return _claim(cid, text, reason=reason)
+
+
+def _missing(run: Run, *names) -> str | None:
+    gone = [n for n in names if run.table(n) is None]
+    return f"the run has no {' or '.join(gone)} (its config leaves that task or ablation out)" if gone else None
+
+
+def gqa_one_unit(run: Run) -> dict:
+    text = "Every GQA model (Qwen2.5 0.5B-7B) needs one ablation for 80% IOI damage (greedy, zero ablation of query heads)"
+    cid = "ioi_gqa_one_unit"
+    if (why := _missing(run, IOI_T1)) or not (models := run.pretrained("gqa")):
+        return _untestable(cid, text, why or "no pretrained GQA model in this run")
+    found = {m: h for m in models if (r := _row(run.table(IOI_T1), m)) and (h := _heads_to(r))}
+    if not found:
+        return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
+    ok = all(v == 1 and not b for v, b in found.values())
+    return _claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
+                  HOLDS if ok else FAILS, "heads-to-80% is 1 for every model" if ok else
+                  "at least one GQA model needs more than one unit")
+
+
+def mha_two_to_five(run: Run) -> dict:
+    text = "MHA models (Pythia 160M-6.9B) need 2-5 heads for 80% IOI damage"
+    cid = "ioi_mha_two_to_five"
+    if (why := _missing(run, IOI_T1)) or not (models := run.pretrained("mha")):
+        return _untestable(cid, text, why or "no pretrained MHA model in this run (the toy MHA model is not one "
+                                             "of the paper's family)")
+    found = {m: h for m in models if (r := _row(run.table(IOI_T1), m)) and (h := _heads_to(r))}
+    if not found:
+        return _untestable(cid, text, "no MHA model's clean IOI logit difference lies above its floor")
+    ok = all(2 <= v <= 5 and not b for v, b in found.values())
+    return _claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
+                  HOLDS if ok else FAILS, "every model needs 2-5" if ok else "a model needs fewer than 2 or more than 5")
+
+
+def top_head_ratio(run: Run) -> dict:
+    text = "GQA's top head score is 4-8x MHA's at matched scale (IOI, zero ablation, held-out prompts)"
+    cid = "ioi_gqa_top_head_ratio"
+    if why := _missing(run, IOI_T1):
+        return _untestable(cid, text, why)
+    pairs = run.mixed_families()
+    if not pairs:
+        return _untestable(cid, text, "no family holds an MHA and a GQA model of matched scale")
+    t1, parts, ratios, intervals = run.table(IOI_T1), [], [], []
+    for fam, (mha, gqa) in pairs.items():
+        a, b = _row(t1, mha), _row(t1, gqa)
+        if not a or not b:
+            continue
+        ma, mb = _num(a.get("top_head_pct_heldout")), _num(b.get("top_head_pct_heldout"))
+        if math.isnan(ma) or math.isnan(mb) or ma <= 0:
+            continue
+        lo_a, hi_a = _num(a.get("top_head_pct_heldout_lo")), _num(a.get("top_head_pct_heldout_hi"))
+        lo_b, hi_b = _num(b.get("top_head_pct_heldout_lo")), _num(b.get("top_head_pct_heldout_hi"))
+        ratios.append(mb / ma)
+        # a conservative interval for the ratio: the extremes of the two intervals
+        intervals.append((lo_b / hi_a if hi_a > 0 else math.nan, hi_b / lo_a if lo_a > 0 else math.inf))
+        parts.append(f"{fam}: {gqa} {mb:.0f}% / {mha} {ma:.0f}% = {mb / ma:.2f}x")
+    if not ratios:
+        return _untestable(cid, text, "no matched pair has a top head score on both sides")
+    inside = all(RATIO_RANGE[0] <= r <= RATIO_RANGE[1] for r in ratios)
+    decisive = all(hi < RATIO_RANGE[0] or lo > RATIO_RANGE[1] or (RATIO_RANGE[0] <= lo and hi <= RATIO_RANGE[1])
+                   for lo, hi in intervals)
+    return _claim(cid, text, [m for p in pairs.values() for m in p], "; ".join(parts),
+                  "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in intervals), HOLDS if inside else FAILS,
+                  ("ratio interval from the two 95% intervals' extremes" +
+                   ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate")))
+
+
+def top_layer_deepens(run: Run) -> dict:
+    text = "The top head's layer deepens with scale in the MHA family (IOI)"
+    cid = "ioi_mha_top_layer_deepens"
+    if why := _missing(run, IOI_T1):
+        return _untestable(cid, text, why)
+    t1, fams = run.table(IOI_T1), {}
+    for m in run.pretrained("mha"):
+        r = _row(t1, m)
+        if r and r.get("top_head") and str(r["top_head"]).startswith("L"):
+            layer = int(str(r["top_head"])[1:].split("H")[0].split("G")[0])
+            depth = layer / max(1, int(run.cards[m]["n_layers"]) - 1)
+            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), depth, m))
+    fams = {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
+    if not fams:
+        return _untestable(cid, text, "needs two or more pretrained MHA models of one family")
+    parts, ok = [], True
+    for fam, v in fams.items():
+        depths = [d for _, d, _ in v]
+        ok &= all(b >= a for a, b in zip(depths, depths[1:])) and depths[-1] > depths[0]
+        parts.append(f"{fam}: " + " -> ".join(f"{m} {d:.2f}" for _, d, m in v))
+    return _claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
+                  HOLDS if ok else FAILS, "relative depth (layer / (layers - 1)) by parameter count")
+
+
+def top_head_necessary(run: Run) -> dict:
+    text = ("Ablating the top head alone flips the IOI sign (Qwen2.5 0.5B, 1.5B) or removes at least "
+            f"{TOP_REMOVES}% of it (7B) in GQA models")
+    cid = "ioi_gqa_top_head_necessary"
+    if (why := _missing(run, IOI_T1, IOI_T2)) or not (models := run.pretrained("gqa")):
+        return _untestable(cid, text, why or "no pretrained GQA model in this run")
+    parts, ivals, ok, used = [], [], True, []
+    for m in models:
+        r2, r1 = _row(run.table(IOI_T2), m), _row(run.table(IOI_T1), m)
+        if not r2 or r2.get("damage_ok") in (False, "False") or math.isnan(_num(r2.get("drop_pct"))):
+            continue
+        flip = r2.get("sign_flip") in (True, "True")
+        drop = _num(r2["drop_pct"])
+        ok &= flip or drop >= TOP_REMOVES
+        used.append(m)
+        parts.append(f"{m}: {pct(drop)}{' (sign flips)' if flip else ''}")
+        ivals.append(pct(r1.get("top_head_pct_heldout"), r1.get("top_head_pct_heldout_lo"),
+                         r1.get("top_head_pct_heldout_hi")) if r1 else "")
+    if not used:
+        return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
+    return _claim(cid, text, used, "; ".join(parts), "; ".join(ivals), HOLDS if ok else FAILS,
+                  "drop on held-out prompts; interval: the top unit's 95% bootstrap interval")
+
+
+def random_heads_harmless(run: Run) -> dict:
+    text = "Random mid-layer heads do no damage (IOI, zero ablation)"
+    cid = "ioi_random_heads_harmless"
+    if why := _missing(run, IOI_T2):
+        return _untestable(cid, text, why)
+    t2 = run.table(IOI_T2)
+    rows = [r for r in t2.iter_rows(named=True) if not math.isnan(_num(r.get("control_drop_pct_mean")))]
+    if not rows:
+        return _untestable(cid, text, "no model has a control draw")
+    ok = all(_num(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
+    return _claim(cid, text, [r["model"] for r in rows],
+                  "; ".join(f"{r['model']}: mean {_num(r['control_drop_pct_mean']):.1f}%, max "
+                            f"{_num(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
+                  HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
+                                          "logit difference over the control draws")
+
+
+def same_head_easy_hard(run: Run) -> dict:
+    text = "The same head dominates across easy and hard IOI inputs in GQA but not in MHA"
+    cid = "ioi_same_head_easy_hard"
+    if why := _missing(run, IOI_STAB):
+        return _untestable(cid, text, why)
+    st = run.table(IOI_STAB).filter((pl.col("split") == "clean LD") & (pl.col("ablation") == "zero-query"))
+    pairs = run.mixed_families()
+    if not pairs:
+        return _untestable(cid, text, "no family holds both an MHA and a GQA model")
+    parts, ok, used = [], True, []
+    for fam, (mha, gqa) in pairs.items():
+        a, b = _row(st, mha), _row(st, gqa)
+        if not a or not b:
+            continue
+        same_a, same_b = a.get("same_top") in (True, "True"), b.get("same_top") in (True, "True")
+        ok &= same_b and not same_a
+        used += [mha, gqa]
+        parts.append(f"{fam}: GQA {'same' if same_b else 'different'} ({b['top_a']}/{b['top_b']}), "
+                     f"MHA {'same' if same_a else 'different'} ({a['top_a']}/{a['top_b']})")
+    if not used:
+        return _untestable(cid, text, "no matched pair has the low/high clean-LD split")
+    return _claim(cid, text, used, "; ".join(parts), "", HOLDS if ok else FAILS,
+                  "top unit on the low- vs high-clean-LD halves of the scoring prompts")
+
+
+def facts_bottleneck(run: Run) -> dict:
+    text = "Facts circuits collapse to one bottleneck past a critical scale within a GQA family"
+    cid = "facts_gqa_bottleneck"
+    if why := _missing(run, FACTS_T1):
+        return _untestable(cid, text, why)
+    t1, fams = run.table(FACTS_T1), {}
+    for m in run.pretrained("gqa"):
+        r = _row(t1, m)
+        if r and (h := _heads_to(r)):
+            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), h, m))
+    fams = {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
+    if not fams:
+        return _untestable(cid, text, "needs two or more sizes of one pretrained GQA family")
+    parts, ok = [], True
+    for fam, v in fams.items():
+        ok &= v[-1][1] == (1.0, False) and v[0][1] != (1.0, False)
+        parts.append(f"{fam}: " + " -> ".join(f"{m} {_label(*h)}" for _, h, m in v))
+    return _claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
+                  HOLDS if ok else FAILS, "greedy heads-to-80% of the facts margin from the smallest to the largest")
+
+
+CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_head_necessary,
+          random_heads_harmless, same_head_easy_hard, facts_bottleneck)
+
+
+def claims(run: Run) -> pl.DataFrame:
+    return pl.DataFrame([c(run) for c in CLAIMS])
+
+
+def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
+    """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
+    table the run does not make is simply absent)."""
+    run = Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()})
+    df = claims(run)
+    write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
+    return df

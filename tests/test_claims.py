@@ -1,0 +1,106 @@
+"""The claims table decides each claim from the tables: planted tables where a claim holds and
+where it does not, and a run that cannot test it."""
+
+import polars as pl
+import pytest
+
+from circuitloc.report import claims as C
+
+
+def card(name, attention, family, n_params=10**8, source="gguf", n_layers=12):
+    return {"name": name, "attention": attention, "family": family, "n_params": n_params, "source": source,
+            "n_layers": n_layers}
+
+
+def t1(rows):
+    base = {"top_head": "L3H1", "top_head_pct_heldout": 50.0, "top_head_pct_heldout_lo": 40.0,
+            "top_head_pct_heldout_hi": 60.0, "heads_to_80_greedy": 1.0, "heads_to_80_greedy_bounded": False,
+            "damage_ok": True}
+    return pl.DataFrame([{**base, **r} for r in rows])
+
+
+def verdict(fn, tables, cards):
+    return fn(C.Run(tables, cards))["verdict"]
+
+
+GQA2 = {"q05": card("q05", "gqa", "qwen", 5 * 10**8), "q15": card("q15", "gqa", "qwen", 15 * 10**8)}
+
+
+@pytest.mark.parametrize("counts, bounded, expect", [([1, 1], [False, False], C.HOLDS),
+                                                     ([1, 3], [False, False], C.FAILS),
+                                                     ([1, 1], [False, True], C.FAILS)])
+def test_one_unit_claim(counts, bounded, expect):
+    table = t1([{"model": m, "heads_to_80_greedy": float(c), "heads_to_80_greedy_bounded": b}
+                for m, c, b in zip(GQA2, counts, bounded)])
+    assert verdict(C.gqa_one_unit, {C.IOI_T1: table}, GQA2) == expect
+
+
+def test_claims_on_toys_only_are_not_testable_and_say_why():
+    toys = {"t": card("t", "gqa", "toy", source="toy")}
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: t1([{"model": "t"}])}, toys))
+    assert row["verdict"] == C.UNTESTABLE and "no pretrained GQA model" in row["reason"]
+    row = C.gqa_one_unit(C.Run({}, GQA2))
+    assert row["verdict"] == C.UNTESTABLE and C.IOI_T1 in row["reason"]
+
+
+def test_a_model_below_its_floor_is_left_out():
+    table = t1([{"model": "q05", "damage_ok": False, "heads_to_80_greedy": 7.0}, {"model": "q15"}])
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, GQA2))
+    assert row["verdict"] == C.HOLDS and row["models"] == "q15"
+
+
+@pytest.mark.parametrize("gqa_pct, expect", [(60.0, C.HOLDS), (20.0, C.FAILS), (90.0, C.FAILS)])
+def test_ratio_claim_on_a_matched_pair(gqa_pct, expect):
+    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
+    table = t1([{"model": "m", "top_head_pct_heldout": 10.0, "top_head_pct_heldout_lo": 8.0,
+                 "top_head_pct_heldout_hi": 12.0},
+                {"model": "g", "top_head_pct_heldout": gqa_pct, "top_head_pct_heldout_lo": gqa_pct - 5,
+                 "top_head_pct_heldout_hi": gqa_pct + 5}])
+    row = C.top_head_ratio(C.Run({C.IOI_T1: table}, cards))
+    assert row["verdict"] == expect
+    assert f"{gqa_pct / 10:.2f}x" in row["measured"]
+    lo, hi = (gqa_pct - 5) / 12, (gqa_pct + 5) / 8
+    assert row["interval"] == f"[{lo:.2f}, {hi:.2f}]"
+
+
+@pytest.mark.parametrize("layers, expect", [(["L1H0", "L5H2", "L9H0"], C.HOLDS), (["L5H0", "L2H2", "L9H0"], C.FAILS)])
+def test_layer_deepens(layers, expect):
+    cards = {f"p{i}": card(f"p{i}", "mha", "pythia", n_params=10**8 * (i + 1), n_layers=12) for i in range(3)}
+    table = t1([{"model": m, "top_head": h} for m, h in zip(cards, layers)])
+    assert verdict(C.top_layer_deepens, {C.IOI_T1: table}, cards) == expect
+
+
+@pytest.mark.parametrize("drops, flips, expect", [([95.0, 120.0], [False, True], C.HOLDS),
+                                                  ([60.0, 120.0], [False, True], C.FAILS)])
+def test_top_head_necessary(drops, flips, expect):
+    t2 = pl.DataFrame([{"model": m, "drop_pct": d, "sign_flip": f, "damage_ok": True}
+                       for m, d, f in zip(GQA2, drops, flips)])
+    assert verdict(C.top_head_necessary, {C.IOI_T1: t1([{"model": m} for m in GQA2]), C.IOI_T2: t2}, GQA2) == expect
+
+
+@pytest.mark.parametrize("means, expect", [([1.0, 2.0], C.HOLDS), ([1.0, 7.0], C.FAILS)])
+def test_random_heads(means, expect):
+    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": v, "control_drop_pct_max": v * 2}
+                       for m, v in zip(GQA2, means)])
+    assert verdict(C.random_heads_harmless, {C.IOI_T2: t2}, GQA2) == expect
+
+
+@pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, C.HOLDS), (True, True, C.FAILS)])
+def test_same_head(same_mha, same_gqa, expect):
+    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
+    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query", "same_top": s, "top_a": "L0H1",
+                        "top_b": "L0H1" if s else "L0H2"} for m, s in (("m", same_mha), ("g", same_gqa))])
+    assert verdict(C.same_head_easy_hard, {C.IOI_STAB: st}, cards) == expect
+
+
+@pytest.mark.parametrize("counts, expect", [([3, 1], C.HOLDS), ([1, 1], C.FAILS), ([3, 2], C.FAILS)])
+def test_facts_bottleneck(counts, expect):
+    table = t1([{"model": m, "heads_to_80_greedy": float(c)} for m, c in zip(GQA2, counts)])
+    assert verdict(C.facts_bottleneck, {C.FACTS_T1: table}, GQA2) == expect
+
+
+def test_one_row_per_claim_and_the_paper_form():
+    df = C.claims(C.Run({}, GQA2))
+    assert df.height == len(C.CLAIMS) and df["claim_id"].n_unique() == df.height
+    assert set(df["verdict"]) == {C.UNTESTABLE}
+    assert C.pct(56.2, 44.4, 77.0) == "56% [44, 77]" and C.pct(float("nan")) == ""

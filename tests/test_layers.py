@@ -1,0 +1,186 @@
+"""The package's three wings by when code runs, read from the imports themselves:
+
+- plan/ runs while Snakemake parses the workflow: standard library and yaml only, nothing of
+  engine/ or report/;
+- engine/ runs inside torch jobs: nothing of report/;
+- report/ runs inside table and figure jobs: never torch;
+- the ground floor (metrics, stats, units, io, atomic, errors, runner, resume) imports no wing;
+- no import circle; function-local imports only of the heavy optional dependencies in LAZY.
+
+Each rule is checked transitively (a plan module that imports a ground-floor module that imports
+numpy breaks the rule too), and the checker is shown to fail on planted violations."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "circuitloc"
+PLAN_HEAVY = {"torch", "polars", "numpy", "matplotlib", "scipy", "seaborn", "pandas", "pyarrow", "transformers",
+              "transformer_lens", "tokenizers", "safetensors", "gguf", "tabulate"}
+# Imported inside a function, on purpose: optional or heavy at the point of use (a table job never
+# loads torch; the plan never loads the hub client unless a hub name must be resolved).
+LAZY = {"torch", "transformers", "transformer_lens", "huggingface_hub", "tokenizers", "matplotlib", "seaborn",
+        "scipy", "gguf", "safetensors"}
+GROUND = {"metrics", "stats", "units", "io", "atomic", "errors", "runner", "resume", "__init__"}
+LIMIT_LINES = 300
+
+
+def _modules(src: Path) -> dict[str, Path]:
+    out = {}
+    for p in sorted(src.rglob("*.py")):
+        parts = list(p.relative_to(src.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, bool, int]]:
+    """(absolute module name, imported at module level?, line) of every import in the file."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    top = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    # a module-level `if TYPE_CHECKING:` or try/except import still runs at import time
+    for n in tree.body:
+        if isinstance(n, (ast.If, ast.Try)):
+            top |= {id(m) for m in ast.walk(n) if isinstance(m, (ast.Import, ast.ImportFrom))}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, id(node) in top, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                up = package.split(".")
+                base = ".".join(up[: len(up) - (node.level - 1)])
+                mod = f"{base}.{node.module}" if node.module else base
+            else:
+                mod = node.module or ""
+            out.append((mod, id(node) in top, node.lineno))
+            # `from circuitloc.report import sweep` imports the submodule sweep
+            out += [(f"{mod}.{a.name}", id(node) in top, node.lineno) for a in node.names]
+    return out
+
+
+def _wing(name: str) -> str:
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "ground"
+    if parts[1] in ("plan", "engine", "report", "tasks", "models"):
+        return parts[1]
+    return "ground"
+
+
+def violations(src: Path = SRC) -> list[str]:
+    """Every broken rule of the module docstring, one line each."""
+    mods = _modules(src)
+    graph: dict[str, set[str]] = {}
+    external: dict[str, set[str]] = {}
+    found = []
+    for name, path in mods.items():
+        graph[name], external[name] = set(), set()
+        for mod, at_top, line in _imports(name, path):
+            root = mod.split(".")[0]
+            if root == "circuitloc":
+                target = mod if mod in mods else mod.rpartition(".")[0]
+                if target in mods and target != name:
+                    graph[name].add(target)
+                    if not at_top:
+                        found.append(f"{path.relative_to(src.parent)}:{line}: function-local import of {target} "
+                                     "(only heavy optional dependencies are imported lazily)")
+            elif root and root != "__future__":
+                if at_top:
+                    external[name].add(root)
+                elif root not in LAZY:
+                    found.append(f"{path.relative_to(src.parent)}:{line}: function-local import of {root} "
+                                 f"(not one of the lazy dependencies {sorted(LAZY)})")
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    for name in mods:
+        wing, closure = _wing(name), reach(name)
+        wings = {_wing(m) for m in closure}
+        heavy = set().union(*(external[m] for m in closure | {name})) & PLAN_HEAVY
+        if wing == "plan":
+            bad = [m for m in closure if _wing(m) in ("engine", "report", "tasks", "models")]
+            if bad:
+                found.append(f"{name}: the plan imports {sorted(bad)}")
+            if heavy:
+                found.append(f"{name}: the plan imports {sorted(heavy)} (standard library and yaml only)")
+        if wing == "engine" and "report" in wings:
+            found.append(f"{name}: the engine imports {sorted(m for m in closure if _wing(m) == 'report')}")
+        if wing == "report" and "torch" in heavy | set().union(*(external[m] for m in closure)):
+            found.append(f"{name}: a table or figure job imports torch")
+        if wing == "ground" and name.split(".")[-1] in GROUND and wings - {"ground"}:
+            found.append(f"{name}: the ground floor imports the wing(s) {sorted(wings - {'ground'})}")
+        if name in closure:
+            found.append(f"{name}: import circle ({name} imports itself through {sorted(closure & set(graph))[:6]})")
+    return list(dict.fromkeys(found))
+
+
+def test_the_wings_keep_their_imports():
+    assert violations() == []
+
+
+def test_no_module_is_a_house_of_its_own():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > LIMIT_LINES}
+    assert not long, f"modules over {LIMIT_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("rel, code, expect", [
+    ("plan/planted.py", "import numpy\n", "the plan imports ['numpy']"),
+    ("plan/planted.py", "from circuitloc.engine import scan\n", "'circuitloc.engine.scan'"),
+    ("plan/planted.py", "from circuitloc import metrics\n", "the plan imports ['numpy', 'polars']"),
+    ("engine/planted.py", "from circuitloc.report import tables\n", "the engine imports"),
+    ("report/planted.py", "from circuitloc.engine import scan\n", "a table or figure job imports torch"),
+    ("metrics_planted.py", "from circuitloc.plan import vocab\n", "the ground floor imports"),
+    ("report/planted.py", "def f():\n    import polars\n", "function-local import of polars"),
+    ("report/planted.py", "def f():\n    from circuitloc import io\n", "function-local import of circuitloc.io"),
+    ("report/planted.py", "from circuitloc.report import planted2\n", "import circle"),
+])
+def test_the_checker_finds_a_planted_violation(tmp_path, rel, code, expect):
+    copy = tmp_path / "circuitloc"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / rel).write_text(code)
+    if "planted2" in code:  # a circle of two
+        (copy / "report" / "planted2.py").write_text("from circuitloc.report import planted\n")
+    if rel == "metrics_planted.py":
+        GROUND.add("metrics_planted")
+    try:
+        found = violations(copy)
+    finally:
+        GROUND.discard("metrics_planted")
+    assert any(expect in v for v in found), found
+
+
+def test_every_module_imports_on_its_own():
+    """Each module imported first, in a clean circuitloc namespace: a circle hidden from the import
+    statements (a registry that imports task modules by name) fails here."""
+    code = ("import importlib, sys\n"
+            f"names = {sorted(_modules(SRC))!r}\n"
+            "bad = []\n"
+            "for n in names:\n"
+            "    for k in [k for k in sys.modules if k == 'circuitloc' or k.startswith('circuitloc.')]:\n"
+            "        del sys.modules[k]\n"
+            "    try:\n"
+            "        importlib.import_module(n)\n"
+            "    except Exception as e:\n"
+            "        bad.append(f'{n}: {type(e).__name__}: {e}')\n"
+            "print('\\n'.join(bad))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(SRC.parent), "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "", out.stdout
