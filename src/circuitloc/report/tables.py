@@ -218,7 +218,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             "drop_pct": 100 * float(first["damage"]) if pct_ok else np.nan,
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
-            "control_draws": int(len(ctrl)), "control_rule": M.control_rule(card["n_layers"]),
+            "control_draws": int(len(ctrl)), "control_rule": M.control_rule(card["n_layers"]) if "n_layers" in card else None,
             # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
