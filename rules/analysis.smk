@@ -10,6 +10,7 @@ rule specificity:
         tasks=TASKS,
         opts=ablation_opts,
         metrics=lambda wc: {t: task_metric(t) for t in TASKS},
+        bootstrap=bootstrap_opts(),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
         code=code_version("specificity.py"),

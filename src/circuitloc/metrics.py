@@ -220,7 +220,11 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
         v = _specificity_of(k, len(off), np.isfinite(neutral_rise))
         if v not in verdicts:
             verdicts.append(v)
+    verdicts.sort(key=SPECIFICITY_ORDER.index)
     return verdicts[0] if len(verdicts) == 1 else f"unclear ({' or '.join(verdicts)})"
+
+
+SPECIFICITY_ORDER = ("specific", "partly shared", "breaks other tasks", "breaks everything")
 
 
 def _specificity_of(k: list, n_off: int, has_neutral: bool) -> str:

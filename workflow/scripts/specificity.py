@@ -10,4 +10,4 @@ run(specificity, card=run(read_card, snakemake.input.card), ablation=snakemake.w
     datasets=dict(zip(tasks, snakemake.input.data)), scores=dict(zip(tasks, snakemake.input.scores)),
     neutral_path=snakemake.input.neutral, out_parquet=snakemake.output[0],
     batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device, opts=snakemake.params.opts,
-    metrics=snakemake.params.metrics)
+    metrics=snakemake.params.metrics, bootstrap=snakemake.params.bootstrap)

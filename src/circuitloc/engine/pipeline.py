@@ -11,6 +11,7 @@ import torch
 
 from circuitloc import io
 from circuitloc import metrics as M
+from circuitloc import stats as S
 from circuitloc.engine import ablation as A
 from circuitloc.engine.job import AblationJob, progress, read_ranked
 from circuitloc.metrics import specificity_verdict
@@ -151,10 +152,13 @@ def greedy_selection(*, task_name, card, full, ablation, batch_tokens, device, o
 
 # -- beyond the paper: specificity ---------------------------------------------------------
 def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, out_parquet, batch_tokens,
-                device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metrics: dict | None = None):
+                device="cpu", opts: dict | None = None, min_coverage: float = 0.9, metrics: dict | None = None,
+                bootstrap: dict | None = None):
     """Each task's top unit ablated on every task's scoring prompts and on neutral text: a unit that
     breaks everything is not a task circuit. `metrics`: {task: the metric it is ranked on} (config
-    `tasks.<task>.metric`; a task not named: its default)."""
+    `tasks.<task>.metric`; a task not named: its default). With `bootstrap` ({n, seed, ci}) each
+    damage and the neutral rise carry an interval over prompts (`_lo`, `_hi`), and the verdict
+    decides a cut only where the interval lies on one side of it (`metrics.specificity_verdict`)."""
 
     loaded = load_engine(card, device)
     tops = {t: read_ranked(p)["unit"][0] for t, p in scores.items()}
@@ -167,15 +171,20 @@ def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, o
                           device=device, opts=opts, loaded=loaded, metric=(metrics or {}).get(target))
         by_label = {u.label: u for u in job.units}
         name = job.task.metric_name
-        v = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
-                            {name: job.task.metric})[name].mean(dim=1).numpy()
+        pp = job.scanner.run(job.prompts, [{}] + [A.as_sets([by_label[u]]) for u in tops.values()],
+                             {name: job.task.metric})[name].numpy()
+        v = pp.mean(axis=1)
         floor = job.floor() if target != NEUTRAL else 0.0
-        for src, val in zip(tops, v[1:]):
-            if target == NEUTRAL:  # rise of the next-token loss, relative to the clean loss
-                damage[(src, target)] = (float(v[0]), float(val), float((val - v[0]) / v[0]))
+        iv = S.drop_intervals(pp[0], pp[1:], job.task.higher_is_better, int(bootstrap["n"]), int(bootstrap["seed"]),
+                              float(bootstrap.get("ci", 0.95)), floor=job.floor_per_prompt() if target != NEUTRAL
+                              else 0.0) if bootstrap else None
+        for i, (src, val) in enumerate(zip(tops, v[1:])):
+            lo, hi = (float(iv["damage_lo"][i]), float(iv["damage_hi"][i])) if iv else (float("nan"),) * 2
+            if target == NEUTRAL:  # rise of the next-token loss, relative to the clean loss (= -damage at floor 0)
+                damage[(src, target)] = (float(v[0]), float(val), float((val - v[0]) / v[0]), (-hi, -lo))
             else:
                 damage[(src, target)] = (float(v[0]), float(val),
-                                         float(M.damage(v[0], val, floor, job.task.higher_is_better)))
+                                         float(M.damage(v[0], val, floor, job.task.higher_is_better)), (lo, hi))
 
     rows = []
     for src, unit in tops.items():
@@ -183,13 +192,20 @@ def specificity(*, card, ablation, datasets: dict, scores: dict, neutral_path, o
                "top_unit": unit}
         for target in datasets:
             row[f"damage_{target}"] = damage[(src, target)][2]
+            if bootstrap:
+                row[f"damage_{target}_lo"], row[f"damage_{target}_hi"] = damage[(src, target)][3]
         ok = coverage >= min_coverage
-        clean, ablated, rise = damage[(src, NEUTRAL)]
-        row.update({"neutral_coverage": coverage, "neutral_loss_clean": clean if ok else float("nan"),
-                    "neutral_loss_ablated": ablated if ok else float("nan"),
-                    "neutral_rise_pct": 100 * rise if ok else float("nan")})
+        clean, ablated, rise, rise_iv = damage[(src, NEUTRAL)]
+        nan = float("nan")
+        row.update({"neutral_coverage": coverage, "neutral_loss_clean": clean if ok else nan,
+                    "neutral_loss_ablated": ablated if ok else nan,
+                    "neutral_rise_pct": 100 * rise if ok else nan})
+        if bootstrap:
+            row["neutral_rise_pct_lo"], row["neutral_rise_pct_hi"] = (100 * rise_iv[0], 100 * rise_iv[1]) if ok \
+                else (nan, nan)
         off = [row[f"damage_{t}"] for t in datasets if t != src]
-        row["verdict"] = specificity_verdict(off, rise if ok else float("nan"))
+        intervals = ([damage[(src, t)][3] for t in datasets if t != src], rise_iv) if bootstrap else None
+        row["verdict"] = specificity_verdict(off, rise if ok else nan, intervals=intervals)
         rows.append(row)
     io.write_parquet(io.frame(rows), out_parquet)
     log.info("specificity %s/%s: %s", card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
