@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from circuitloc import stats as S  # noqa: E402
+from circuitloc import stats as S  # noqa: E402  (after the path insert)
 
 PROMPTS = (10, 20, 60, 180)  # the shipped prompt counts: ioi n_score 20, facts 60, ioi curves 180
 DISTS = ("normal", "skewed", "heavy")

@@ -53,12 +53,12 @@ def _sweeps(n, seed=0, top_effect=0.0, conc=0.5):
     return {u: per_model(pl.DataFrame(r), meta, {}) for u, r in rows.items()}
 
 
-def _row_verdict(r: dict, settings: SweepStats = SweepStats()) -> str:
+def _row_verdict(r: dict) -> str:
     """The verdict of one simulated sweep alone: its primary tests Holm-adjusted over that sweep only
     (the table adjusts over every simulated sweep at once, a family far larger than one sweep's)."""
     tests = ["top_head_pct_p", "heads_to_80_greedy_frac_p"]
     adj = S.holm([r[t] for t in tests])
-    return verdict({**r, **{f"{t}_one": a for t, a in zip(tests, adj)}}, "one", settings.alpha)
+    return verdict({**r, **{f"{t}_one": a for t, a in zip(tests, adj)}}, "one", ALPHA)
 
 
 def _mc_bar(rate_level: float, n: int) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.stats import norm, spearmanr
 
@@ -23,15 +25,26 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return counts / n
 
 
-def _bounds(est, boots, se, se_boots, jack, ci: float, method: str):
-    """(lo, hi), one per column, of estimates `est` [U] from their resamples `boots` [B, U].
-    percentile: the resamples' quantiles. bca: quantiles moved by the bias (z0) and the jackknife
-    acceleration (`jack` [N, U], leave-one-prompt-out estimates). studentized: quantiles of
-    t* = (boot - est) / se* applied to the estimate's own standard error `se` [U] (`se_boots`
-    [B, U]: each resample's). A column whose estimate is not finite gets NaN; one without spread
-    (se 0) the estimate itself."""
+@dataclass(frozen=True)
+class Resampled:
+    """Estimates of U quantities and what an interval is read from: `est` [U], their resamples
+    `boots` [B, U], standard errors `se` [U] and each resample's own `se_boots` [B, U] (studentized),
+    leave-one-prompt-out estimates `jack` [N, U] (BCa; None where not needed)."""
+
+    est: np.ndarray
+    boots: np.ndarray
+    se: np.ndarray
+    se_boots: np.ndarray
+    jack: np.ndarray | None = None
+
+
+def _bounds(r: Resampled, ci: float, method: str):
+    """(lo, hi), one per column of `r`. percentile: the resamples' quantiles. bca: quantiles moved
+    by the bias (z0) and the jackknife acceleration. studentized: quantiles of
+    t* = (boot - est) / se* applied to the estimate's own standard error. A column whose estimate is
+    not finite gets NaN; one without spread (se 0) the estimate itself."""
     a = (1 - ci) / 2
-    est = np.asarray(est, float)
+    est, boots, se, se_boots, jack = np.asarray(r.est, float), r.boots, r.se, r.se_boots, r.jack
     lo, hi = np.full(est.shape, np.nan), np.full(est.shape, np.nan)
     ok = np.isfinite(est) & np.isfinite(boots).any(axis=0)
     if method == "percentile":
@@ -73,7 +86,7 @@ def mean_intervals(values, w, ci: float = 0.95, method: str = INTERVAL) -> tuple
     se = np.sqrt(np.mean((x - est[:, None]) ** 2, axis=1) / n)
     se_boots = np.sqrt(np.maximum(w @ (x ** 2).T - boots ** 2, 0.0) / n)
     jack = (x.sum(axis=1)[None, :] - x.T) / max(n - 1, 1) if method == "bca" else None
-    return _bounds(est, boots, se, se_boots, jack, ci, method)
+    return _bounds(Resampled(est, boots, se, se_boots, jack), ci, method)
 
 
 def ratio_intervals(num, den, w, ci: float = 0.95, method: str = INTERVAL) -> tuple:
@@ -96,7 +109,7 @@ def ratio_intervals(num, den, w, ci: float = 0.95, method: str = INTERVAL) -> tu
         jack = None
         if method == "bca":
             jack = (d.sum(axis=1)[None, :] - d.T) / (s.sum() - s)[:, None]
-    return _bounds(est, boots, se, se_boots, jack, ci, method)
+    return _bounds(Resampled(est, boots, se, se_boots, jack), ci, method)
 
 
 def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95,

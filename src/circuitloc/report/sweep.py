@@ -57,7 +57,7 @@ class SweepStats:
     primary: Primary = field(default_factory=Primary)
 
     @classmethod
-    def of(cls, opts: dict | None, ci: float | None = None) -> "SweepStats":
+    def of(cls, opts: dict | None, ci: float | None = None) -> SweepStats:
         """From the rules' `stats` params ({alpha, p_adjust, primary}); a missing key keeps its default."""
         o = {k: v for k, v in (opts or {}).items() if v is not None}
         pr = o.get("primary") or {}
