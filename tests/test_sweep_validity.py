@@ -33,10 +33,16 @@ def _row(name, drops, rng, top_shift=0.0):
 
 
 def _sweeps(n, seed=0, top_effect=0.0, conc=0.5):
+    """Per-model rows (`per_model`) of `_tables`."""
+    tables, meta = _tables(n, seed, top_effect, conc)
+    return {u: per_model(t, meta, {}) for u, t in tables.items()}
+
+
+def _tables(n, seed=0, top_effect=0.0, conc=0.5):
     """n simulated sweeps (one 'size' each) of SEEDS MHA / KV-1 pairs whose heads' shares of the task
-    come from one Dirichlet(conc): per-model rows under query, kv and layer units. The KV-1 toy's one
-    kv group per layer is its layer; the MHA toy's kv group is its head. `top_effect`: points added
-    to the KV-1 toys' top query-head score only (nothing else changes)."""
+    come from one Dirichlet(conc): Table 1 rows under query, kv and layer units, and the sweep meta.
+    The KV-1 toy's one kv group per layer is its layer; the MHA toy's kv group is its head.
+    `top_effect`: points added to the KV-1 toys' top query-head score only (nothing else changes)."""
     rng = np.random.default_rng(seed)
     rows = {"query": [], "kv": [], "layer": []}
     meta = {}
@@ -50,7 +56,7 @@ def _sweeps(n, seed=0, top_effect=0.0, conc=0.5):
                 rows["query"].append(_row(name, shares, rng, top_effect if kv == 1 else 0.0))
                 rows["layer"].append(_row(name, layer, rng))
                 rows["kv"].append(_row(name, shares if kv == HEADS else layer, rng))
-    return {u: per_model(pl.DataFrame(r), meta, {}) for u, r in rows.items()}
+    return {u: pl.DataFrame(r) for u, r in rows.items()}, meta
 
 
 def _row_verdict(r: dict) -> str:
@@ -185,3 +191,31 @@ def test_the_primary_family_is_configured_and_checked():
     bad["sweep"]["primary"] = {"measures": ["top_share"]}
     with pytest.raises(Exception, match="top_share"):
         validate(bad, str(ROOT / "config" / "schema.yaml"))
+
+
+def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
+    """The sweep job of a kv ablation reads the layer Table 1 (rules: sweep_layer_table) and writes
+    the like-for-like row beside the descriptive one; the markdown names both families."""
+    import json
+
+    from circuitloc.report.writers import write_sweep, write_sweep_overview
+
+    tables, meta = _tables(1, seed=6)
+    for u, t in tables.items():
+        t.write_csv(tmp_path / f"t1_{u}.csv")
+    cards = {}
+    for m in meta:
+        cards[m] = tmp_path / f"{m}.json"
+        cards[m].write_text(json.dumps({"checks": {"passed": True}}))
+    out = {k: tmp_path / k for k in ("s.csv", "s.md", "p.csv", "p.md")}
+    opts = {"alpha": 0.05, "p_adjust": "holm", "primary": {"units": ["query"], "measures": ["top_head"]}}
+    write_sweep(task="ioi", ablation="zero-kv", table1_csv=tmp_path / "t1_kv.csv", cards=cards, meta=meta, ci=0.95,
+                out_csv=out["s.csv"], out_md=out["s.md"], out_paired_csv=out["p.csv"], out_paired_md=out["p.md"],
+                opts=opts, layer_table1_csv=tmp_path / "t1_layer.csv")
+    pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
+    assert pairs["vs_unit"].to_list() == ["kv", "layer"] and pairs["n_units"].to_list() == [2, 2]
+    assert pairs["mha_n_units"].to_list() == [16, 2]
+    assert pairs["verdict"][0].startswith("descriptive") and pairs["verdict"][1].startswith("exploratory")
+    assert "0 primary tests, 4 exploratory" in out["p.md"].read_text()
+    write_sweep_overview({"ioi/zero-kv": out["p.csv"]}, tmp_path / "o.csv", tmp_path / "o.md", opts)
+    assert "primary family (top_head under query units" in (tmp_path / "o.md").read_text()
