@@ -4,23 +4,25 @@ import os
 import sys
 import time
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 
+# The checkout holding this Snakefile: not the working directory (--directory), nor the caller's
+# directory when the workflow is used as a module.
+ROOT = workflow.current_basedir.get_path_or_uri(secret_free=True)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+from circuitloc.errors import ConfigError  # noqa: E402  (no heavy imports)
+from circuitloc.plan.workflow_config import prepare  # noqa: E402
+
 # The embedded default always loads; every --configfile, then --config k=v, merges onto it
 # (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
-# mix). circuitloc.plan.configload does the merge; an unknown key anywhere is an error naming its path.
-sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-from circuitloc.plan.configload import check_unknown_keys, effective_config  # noqa: E402  (no heavy imports)
-
-_effective = effective_config(os.path.join(workflow.basedir, "config", "config.yaml"),
-                              workflow.overwrite_configfiles, workflow.config_settings.config)
-config.clear()
-config.update(_effective)
-check_unknown_keys(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
-validate(config, "config/schema.yaml")
+# mix). An unknown key anywhere is an error naming its path; then the schema, with its defaults.
+try:
+    prepare(config, workflow, ROOT)
+except ConfigError as e:  # one line per problem, without a traceback
+    sys.exit(str(e))
 
 
 report: "report/workflow.rst"
@@ -58,5 +60,5 @@ onerror:
 
 rule all:
     input:
-        all_outputs(),
+        targets.all_outputs(config),
     default_target: True

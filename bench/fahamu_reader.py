@@ -1,4 +1,4 @@
-"""Peak memory and time of the fahamu/ioi reader (tasks.ioi.read_fahamu) on a synthetic parquet of
+"""Peak memory and time of the fahamu/ioi reader (tasks.fahamu.read_fahamu) on a synthetic parquet of
 the 26 M-row file's size, built from the 30 templates: the reader scans lazily and samples a
 seeded pool, so neither should grow with the file (goal: < 1 GB peak RSS, < 1 minute).
 
@@ -46,11 +46,11 @@ def write_synthetic(path: Path, rows: int, seed: int = 0, distinct: int = 200_00
 def _read(path, pool, seed, out):
     import polars  # noqa: F401  (imports first: the baseline)
 
-    from circuitloc.tasks import ioi
+    from circuitloc.tasks import fahamu
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    rows, counts = ioi.read_fahamu(path, pool, seed)
+    rows, counts = fahamu.read_fahamu(path, pool, seed)
     dt = time.perf_counter() - t0
     out.put({"seconds": dt, "baseline_mb": base / 1024, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
              "kept": len(rows), **counts})

@@ -3,14 +3,14 @@ rule specificity:
         card="results/models/{model}/card.json",
         data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in TASKS],
         scores=lambda wc: [f"results/scores/{t}/{wc.model}/{wc.ablation}.parquet" for t in TASKS],
-        neutral=config.get("neutral_text", os.path.join(workflow.basedir, "resources", "neutral.txt")),
+        neutral=inputs.neutral_text(config, ROOT),
     output:
         "results/specificity/{model}/{ablation}.parquet",
     params:
         tasks=TASKS,
-        opts=ablation_opts,
-        metrics=lambda wc: {t: task_metric(t) for t in TASKS},
-        bootstrap=bootstrap_opts(),
+        opts=lambda wc: views.ablation_opts(config, wc.model),
+        metrics=lambda wc: {t: views.task_metric(config, t) for t in TASKS},
+        bootstrap=views.bootstrap_opts(config),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
         code=code_version("specificity.py"),
@@ -30,7 +30,7 @@ rule specificity:
 
 rule specificity_table:
     input:
-        [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in model_ablations(m)],
+        [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in views.model_ablations(config, m)],
     output:
         csv=report(
             "results/tables/specificity.csv",
@@ -56,9 +56,8 @@ rule specificity_table:
 
 rule stability:
     input:
-        cards=lambda wc: [card(m) for m in models_for(wc.task)],
-        files=lambda wc: sorted({e[k] for e in stability_entries(wc.task)
-                                 for k in ("scores", "prompts", "dataset", "shared") if e.get(k)}),
+        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task)],
+        files=lambda wc: targets.stability_files(config, wc.task),
     output:
         csv=report(
             "results/tables/stability_{task}.csv",
@@ -77,7 +76,7 @@ rule stability:
         ),
         pdf="results/figures/stability_{task}.pdf",
     params:
-        entries=lambda wc: stability_entries(wc.task),
+        entries=lambda wc: targets.stability_entries(config, wc.task),
         primary=ABLATIONS[0],
         code=code_version("stability.py"),
     log:
@@ -94,7 +93,7 @@ rule stability:
 
 rule robustness:
     input:
-        [f"results/tables/table1_{t}_{a}.csv" for t, a in table_pairs()],
+        [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
     output:
         csv=report(
             "results/tables/robustness.csv",
@@ -105,7 +104,7 @@ rule robustness:
         ),
         md="results/tables/robustness.md",
     params:
-        pairs=table_pairs(),
+        pairs=targets.table_pairs(config),
         code=code_version("robustness.py"),
     log:
         "results/logs/tables/robustness.log",

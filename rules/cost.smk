@@ -11,7 +11,7 @@ localrules:
 
 rule cost:
     input:
-        cost_inputs(),
+        targets.cost_inputs(config),
     output:
         csv=report(
             "results/tables/cost.csv",

@@ -1,10 +1,10 @@
 # One job per task and model runs every ablation of the model, or one job per ablation with
-# `group_ablations: false` (rules/common.smk: ABLATION_GROUPS).
+# `group_ablations: false` (circuitloc.plan.groups).
 for _ablations, _models in ABLATION_GROUPS:
 
     rule:
         name:
-            group_rule("curves", _ablations)
+            groups.group_rule(config, "curves", _ablations)
         input:
             card="results/models/{model}/card.json",
             data="results/data/{task}/{model}.parquet",
@@ -13,23 +13,23 @@ for _ablations, _models in ABLATION_GROUPS:
             curve=[f"results/curves/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
             control=[f"results/curves/{{task}}/{{model}}/{a}.control.parquet" for a in _ablations],
         wildcard_constraints:
-            model=one_of(_models),
+            model=views.one_of(_models),
         params:
             ablations=_ablations,
-            cfg=lambda wc: curve_config(wc.task, wc.model),
+            cfg=lambda wc: views.curve_config(config, wc.task, wc.model),
             seed=config["seed"],
-            opts=ablation_opts,
-            metric=lambda wc: task_metric(wc.task),
-            bootstrap=bootstrap_opts(),
+            opts=lambda wc: views.ablation_opts(config, wc.model),
+            metric=lambda wc: views.task_metric(config, wc.task),
+            bootstrap=views.bootstrap_opts(config),
             batch_tokens=config["max_batch_tokens"],
             device=config["device"],
             code=code_version("curve.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
-            resume=resume_dir("curves", _ablations),
+            resume=groups.resume_dir(config, "curves", _ablations),
         log:
-            f"results/logs/curves/{{task}}/{{model}}{group_tag(_ablations)}.log",
+            f"results/logs/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
         benchmark:
-            f"results/benchmarks/curves/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
+            f"results/benchmarks/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
         threads: 1
         priority: job_priority("curves", _models)
         resources:

@@ -1,14 +1,14 @@
 rule dataset:
     input:
-        unpack(dataset_inputs),
+        unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
         card="results/models/{model}/card.json",
     output:
         data="results/data/{task}/{model}.parquet",
         filter="results/data/{task}/{model}.filter.json",
     wildcard_constraints:
-        task="|".join(map(re.escape, TASKS)),
+        task=views.one_of(TASKS),
     params:
-        cfg=lambda wc: dataset_config(wc.task, wc.model),
+        cfg=lambda wc: views.dataset_config(config, wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
@@ -27,21 +27,25 @@ rule dataset:
         "../workflow/scripts/build_dataset.py"
 
 
-rule dataset_shared_facts:
+# A family-shared condition (a task spec's `shared`: facts_shared of facts): the prompts of its base
+# task that every model of the family has, from the members' datasets.
+rule dataset_shared:
     input:
-        members=lambda wc: [f"results/data/facts/{m}.parquet" for m in family_members(wc.model)],
+        members=lambda wc: views.shared_members(config, wc.task, wc.model),
     output:
-        data="results/data/facts_shared/{model}.parquet",
-        filter="results/data/facts_shared/{model}.filter.json",
+        data="results/data/{task}/{model}.parquet",
+        filter="results/data/{task}/{model}.filter.json",
+    wildcard_constraints:
+        task=views.one_of(views.shared_tasks(config)),
     params:
-        members=lambda wc: family_members(wc.model),
-        n_score=lambda wc: task_config("facts", wc.model)["n_score"],
+        members=lambda wc: views.family_members(config, wc.model),
+        n_score=lambda wc: views.task_config(config, wc.task, wc.model)["n_score"],
         seed=config["seed"],
-        code=code_version("build_shared_facts.py"),
+        code=code_version("build_shared_dataset.py"),
     log:
-        "results/logs/data/facts_shared/{model}.log",
+        "results/logs/data/{task}/{model}.log",
     benchmark:
-        "results/benchmarks/dataset_shared_facts/{model}.tsv",
+        "results/benchmarks/dataset_shared/{task}/{model}.tsv",
     threads: 1
     priority: job_priority("dataset")
     resources:
@@ -49,4 +53,4 @@ rule dataset_shared_facts:
     conda:
         "../envs/circuitloc.yaml"
     script:
-        "../workflow/scripts/build_shared_facts.py"
+        "../workflow/scripts/build_shared_dataset.py"

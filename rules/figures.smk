@@ -1,9 +1,11 @@
 rule figures:
     input:
-        # a sweep's figures show a sample of its models (figures.max_models; rules/common.smk)
-        cards=lambda wc: [card(m) for m in figure_models(wc.task, wc.ablation)],
-        scores=lambda wc: [f"results/scores/{wc.task}/{m}/{wc.ablation}.parquet" for m in figure_models(wc.task, wc.ablation)],
-        curves=lambda wc: [f"results/curves/{wc.task}/{m}/{wc.ablation}.parquet" for m in figure_models(wc.task, wc.ablation)],
+        # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
+        cards=lambda wc: [views.card(m) for m in targets.figure_models(config, wc.task, wc.ablation)],
+        scores=lambda wc: [f"results/scores/{wc.task}/{m}/{wc.ablation}.parquet"
+                           for m in targets.figure_models(config, wc.task, wc.ablation)],
+        curves=lambda wc: [f"results/curves/{wc.task}/{m}/{wc.ablation}.parquet"
+                           for m in targets.figure_models(config, wc.task, wc.ablation)],
     output:
         fig1=report(
             "results/figures/fig1_heatmap_{task}_{ablation}.png",
@@ -23,8 +25,8 @@ rule figures:
         fig2_pdf="results/figures/fig2_curves_{task}_{ablation}.pdf",
     params:
         threshold=config["curves"]["threshold"],
-        models=lambda wc: figure_models(wc.task, wc.ablation),
-        n_models=lambda wc: len(models_for(wc.task, wc.ablation)),
+        models=lambda wc: targets.figure_models(config, wc.task, wc.ablation),
+        n_models=lambda wc: len(views.models_for(config, wc.task, wc.ablation)),
         code=code_version("figures.py"),
     log:
         "results/logs/figures/figures_{task}_{ablation}.log",
@@ -40,7 +42,7 @@ rule figures:
 
 rule figure_scale:
     input:
-        tables=lambda wc: [f"results/tables/table1_{t}_{a}.csv" for t, a in table_pairs() if a == wc.ablation],
+        tables=lambda wc: [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config) if a == wc.ablation],
     output:
         png=report(
             "results/figures/scale_{ablation}.png",
@@ -51,7 +53,7 @@ rule figure_scale:
         ),
         pdf="results/figures/scale_{ablation}.pdf",
     params:
-        tasks=lambda wc: [t for t, a in table_pairs() if a == wc.ablation],
+        tasks=lambda wc: [t for t, a in targets.table_pairs(config) if a == wc.ablation],
         threshold=config["curves"]["threshold"],
         code=code_version("fig_scale.py"),
     log:

@@ -1,29 +1,21 @@
-# `hf:` is read as from_pretrained reads it: an existing local directory, else a hub id (`gpt2`,
-# `owner/name`). A path that does not exist (or a string that is neither) stops the plan here with
-# a line naming models.<name>.hf, not the model job later (circuitloc.plan.hub.hf_source).
-from circuitloc.plan.hub import check_model_sources  # noqa: E402  (standard library only)
-
-check_model_sources(config["models"])
-
-
 # Models with weights of their own (toy: trained or copied here; gguf: dequantized here) declare
 # them as a directory() output, so Snakemake tracks, cleans and moves them with the card; an hf
 # model's weights stay in the Hugging Face cache (its card records the snapshot), so rule model_hf
-# writes the card only. The two rules split the models by source (models_by_weights, common.smk).
+# writes the card only. The two rules split the models by source (plan.views.weights_pattern).
 # The card records each weights file's size and sha256 and no timings (those are in the log and the
 # benchmark file), so a rebuild with identical weights writes identical bytes. Snakemake does not
 # look inside weights/: a job that loads them checks them against the card first and, if a file is
 # truncated or corrupt, says to rebuild with `snakemake --forcerun results/models/<model>/card.json`.
 rule model:
     input:
-        unpack(model_inputs),
+        unpack(lambda wc: inputs.model_inputs(config, ROOT, wc)),
     output:
         card="results/models/{model}/card.json",
         weights=directory("results/models/{model}/weights"),
     wildcard_constraints:
-        model=models_by_weights(True),
+        model=views.weights_pattern(config, True),
     params:
-        spec=lambda wc: model_build_spec(wc.model),
+        spec=lambda wc: views.model_build_spec(config, wc.model),
         weights=lambda wc: f"results/models/{wc.model}/weights",  # toy/gguf: the output below; hf: unused
         code=code_version("build_model.py"),
     log:
@@ -46,6 +38,6 @@ use rule model as model_hf with:
     output:
         card="results/models/{model}/card.json",
     wildcard_constraints:
-        model=models_by_weights(False),
+        model=views.weights_pattern(config, False),
     benchmark:
         "results/benchmarks/model_hf/{model}.tsv"

@@ -1,10 +1,10 @@
 # One job per task and model runs every ablation of the model, or one job per ablation with
-# `group_ablations: false` (rules/common.smk: ABLATION_GROUPS).
+# `group_ablations: false` (circuitloc.plan.groups).
 for _ablations, _models in ABLATION_GROUPS:
 
     rule:
         name:
-            group_rule("scores", _ablations)
+            groups.group_rule(config, "scores", _ablations)
         input:
             card="results/models/{model}/card.json",
             data="results/data/{task}/{model}.parquet",
@@ -12,21 +12,21 @@ for _ablations, _models in ABLATION_GROUPS:
             scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
             prompts=[f"results/scores/{{task}}/{{model}}/{a}.prompts.parquet" for a in _ablations],
         wildcard_constraints:
-            model=one_of(_models),
+            model=views.one_of(_models),
         params:
             ablations=_ablations,
-            opts=ablation_opts,
-            metric=lambda wc: task_metric(wc.task),
-            bootstrap=bootstrap_opts(),
+            opts=lambda wc: views.ablation_opts(config, wc.model),
+            metric=lambda wc: views.task_metric(config, wc.task),
+            bootstrap=views.bootstrap_opts(config),
             batch_tokens=config["max_batch_tokens"],
             device=config["device"],
             code=code_version("score.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
-            resume=resume_dir("scores", _ablations),
+            resume=groups.resume_dir(config, "scores", _ablations),
         log:
-            f"results/logs/scores/{{task}}/{{model}}{group_tag(_ablations)}.log",
+            f"results/logs/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
         benchmark:
-            f"results/benchmarks/scores/{{task}}/{{model}}{group_tag(_ablations)}.tsv"
+            f"results/benchmarks/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
         threads: 1
         priority: job_priority("scores", _models)
         resources:

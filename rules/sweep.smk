@@ -1,8 +1,8 @@
 rule sweep_tables:
     input:
         table1="results/tables/table1_{task}_{ablation}.csv",
-        cards=lambda wc: [card(m) for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
-        layers=lambda wc: sweep_layer_table(wc.task, wc.ablation),
+        cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
+        layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
         csv=report(
             "results/tables/sweep_{task}_{ablation}.csv",
@@ -29,8 +29,8 @@ rule sweep_tables:
         ),
         pdf="results/figures/sweep_{task}_{ablation}.pdf",
     params:
-        models=lambda wc: [m for m in SWEEP_MODELS if m in models_for(wc.task, wc.ablation)],
-        meta={m: model_spec(m)[SWEEP_META] for m in SWEEP_MODELS},
+        models=lambda wc: targets.sweep_members(config, wc.task, wc.ablation),
+        meta={m: views.model_spec(config, m)[SWEEP_META] for m in SWEEP_MODELS},
         ci=config.get("sweep", {}).get("ci"),  # this rule runs only with a sweep: (schema defaults)
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         threshold=config["curves"]["threshold"],
@@ -50,8 +50,8 @@ rule sweep_tables:
 
 rule sweep_overview:
     input:
-        paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in sweep_pairs()],
-        extra=list(sweep_adjust_with().values()),
+        paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in targets.sweep_pairs(config)],
+        extra=list(targets.sweep_adjust_with(config).values()),
     output:
         csv=report(
             "results/tables/sweep_overview.csv",
@@ -62,8 +62,8 @@ rule sweep_overview:
         ),
         md="results/tables/sweep_overview.md",
     params:
-        pairs=[f"{t}/{a}" for t, a in sweep_pairs()],
-        extra=list(sweep_adjust_with()),
+        pairs=[f"{t}/{a}" for t, a in targets.sweep_pairs(config)],
+        extra=list(targets.sweep_adjust_with(config)),
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         code=code_version("sweep_overview.py"),
     log:

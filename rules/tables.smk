@@ -1,9 +1,9 @@
 rule tables:
     input:
-        cards=lambda wc: [card(m) for m in models_for(wc.task, wc.ablation)],
-        scores=per_model("results/scores/{task}/{model}/{ablation}.parquet"),
-        curves=per_model("results/curves/{task}/{model}/{ablation}.parquet"),
-        controls=per_model("results/curves/{task}/{model}/{ablation}.control.parquet"),
+        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task, wc.ablation)],
+        scores=lambda wc: targets.per_model(config, "results/scores/{task}/{model}/{ablation}.parquet", wc),
+        curves=lambda wc: targets.per_model(config, "results/curves/{task}/{model}/{ablation}.parquet", wc),
+        controls=lambda wc: targets.per_model(config, "results/curves/{task}/{model}/{ablation}.control.parquet", wc),
     output:
         table1=report(
             "results/tables/table1_{task}_{ablation}.csv",
@@ -24,8 +24,8 @@ rule tables:
     params:
         threshold=config["curves"]["threshold"],
         # the conditioning rule: fewer held-out prompts than this carry no damage percentage
-        min_heldout=lambda wc: int(config["curves"].get("min_heldout", {}).get(wc.task, 0)),
-        models=lambda wc: models_for(wc.task, wc.ablation),
+        min_heldout=lambda wc: views.min_heldout(config, wc.task),
+        models=lambda wc: views.models_for(config, wc.task, wc.ablation),
         code=code_version("tables.py"),
     log:
         "results/logs/tables/tables_{task}_{ablation}.log",

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from circuitloc.tasks import ioi  # noqa: E402
+from circuitloc.tasks import fahamu, ioi  # noqa: E402
 
 PATH = ROOT / ".test" / "ioi_fahamu.parquet"
 ROWS, SEED = 300, 16
@@ -25,7 +25,7 @@ ROWS, SEED = 300, 16
 
 def main(path=PATH, rows=ROWS, seed=SEED):
     sentences = ioi.synthetic_fahamu(rows, seed)["sentence"]
-    table = pa.table({ioi.FAHAMU_COLUMN: pa.array(list(sentences), pa.string())})
+    table = pa.table({fahamu.FAHAMU_COLUMN: pa.array(list(sentences), pa.string())})
     pq.write_table(table, path, row_group_size=100)
     print(f"wrote {path} ({rows} rows)")
 

@@ -101,7 +101,8 @@ def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
 
     def curve(clean, top):
         return pl.DataFrame([{"method": "ranked", "step": 1, "unit": "L1", "layer": 1, "head": 0, "ld": top,
-                              "damage": 1 - top / clean, "clean": clean, "floor": 0.0}])
+                              "damage": 1 - top / clean, "clean": clean, "floor": 0.0, "metric": "ld",
+                              "n_prompts": 10, "prompts": "heldout"}])
 
     ctrl = pl.DataFrame({"ld": [1.0], "unit": ["L0"], "layer": [0], "head": [0]})
     cards = {m: {"attention": "gqa"} for m in ("ok", "dead")}

@@ -352,20 +352,20 @@ def test_job_records_which_engine_ran_and_callers_do_not_change(arch_dir):
 
     from circuitloc.engine.ablation import as_sets
     from circuitloc.engine.job import AblationJob
+    from circuitloc.engine.settings import JobSettings
     from circuitloc.tasks.common import mark_scoring
 
     data = mark_scoring(ioi_shaped(12, 2, seed=2), 6)
     card = card_for(arch_dir("gpt2"))
-    jobs = [AblationJob(task_name="ioi", card=c, dataset=data, ablation="mean-query", batch_tokens=64,
-                        opts={"min_group": 2, "seed": 0}) for c in (card, {**card, "engine": "bridge"})]
+    jobs = [AblationJob(JobSettings(card=c, batch_tokens=64, task="ioi", min_group=2, seed=0), data, "mean-query")
+            for c in (card, {**card, "engine": "bridge"})]
     assert [j.engine for j in jobs] == ["scan", "bridge"]
     assert "engine scan" in jobs[0].scanner.label and "engine bridge" in jobs[1].scanner.label
     assert jobs[1].bridge is jobs[1].scanner.bridge
     sets = [{}] + [as_sets([u]) for u in jobs[0].units]
     fast, slow = (j.scanner.run(j.prompts, sets, {"m": j.task.metric})["m"] for j in jobs)
     assert (fast - slow).abs().max() <= 1e-4 and (fast[1:] - fast[0]).abs().max() > 1e-2
-    neo = AblationJob(task_name="ioi", card=card_for(arch_dir("gptneo")), dataset=data, ablation="zero-query",
-                      batch_tokens=64)
+    neo = AblationJob(JobSettings(card=card_for(arch_dir("gptneo")), batch_tokens=64, task="ioi"), data, "zero-query")
     assert neo.engine == "bridge" and "GPTNeoForCausalLM, float32, engine bridge" in neo.scanner.label
 
 

@@ -196,8 +196,8 @@ def _rules_running(run, module):
     for smk_file in (run / "rules").glob("*.smk"):
         for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
-            # `rule name:`, or a rule made in a loop: `rule:` with `name: group_rule("scores", _i)`
-            name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+group_rule\("(\w+)"', block)
+            # `rule name:`, or a rule made in a loop: `rule:` with `name: groups.group_rule(config, "scores", _i)`
+            name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+[\w.]*group_rule\([^"]*"(\w+)"', block)
             if script:
                 rules[name.group(1)] = script.group(1)
         # `use rule a as b with:` runs a's script

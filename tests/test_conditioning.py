@@ -1,4 +1,4 @@
-"""The conditioning rule (issue 23 item 10): a damage percentage only where the clean metric on the
+"""The conditioning rule: a damage percentage only where the clean metric on the
 prompts it is reported on stands clearly above its floor, and a held-out set large enough."""
 
 import math
@@ -9,7 +9,7 @@ import pytest
 
 from circuitloc.engine import ablation as A
 from circuitloc.report.tables import table1, table2
-from circuitloc.stats import span_interval
+from circuitloc.stats import Bootstrap, span_interval
 
 
 def _frames(clean, span_lo, n_curve=100, n_units=4):
@@ -18,7 +18,8 @@ def _frames(clean, span_lo, n_curve=100, n_units=4):
     drops = np.array([0.6, 0.3, 0.2, 0.1]) * clean
     s = pl.DataFrame({"unit": [f"L0H{h}" for h in range(n_units)], "layer": [0] * n_units, "head": list(range(n_units)),
                       "drop": drops, "damage": drops / clean, "ld_clean": [clean] * n_units, "floor": [0.0] * n_units,
-                      "n_prompts": [40] * n_units, "metric": ["ld"] * n_units, "clean_span_lo": [span_lo] * n_units})
+                      "n_prompts": [40] * n_units, "metric": ["ld"] * n_units, "clean_span_lo": [span_lo] * n_units,
+                      "aligned": [float("nan")] * n_units})
     dmg = np.cumsum([0.6, 0.3, 0.2, 0.1])
     c = pl.DataFrame({"method": ["ranked"] * 4 + ["greedy"] * 2, "step": [1, 2, 3, 4, 1, 2],
                       "unit": [f"L0H{h}" for h in range(4)] + ["L0H0", "L0H1"], "layer": [0] * 6,
@@ -73,12 +74,12 @@ def test_threshold_names_every_heads_to_column():
 def test_the_span_interval_is_a_bootstrap_of_clean_minus_floor():
     rng = np.random.default_rng(0)
     clean = rng.normal(0.15, 1.0, 13)
-    lo, hi = span_interval(clean, 0.0, True, 2000, 0)
+    lo, hi = span_interval(clean, 0.0, True, Bootstrap(2000, 0))
     assert lo < 0 < hi and lo < clean.mean() < hi
-    lo, hi = span_interval(clean + 5, 0.0, True, 2000, 0)
+    lo, hi = span_interval(clean + 5, 0.0, True, Bootstrap(2000, 0))
     assert lo > 0
     # a loss: floor - clean
-    lo, _ = span_interval(np.full(10, 1.0), np.full(10, 4.0), False, 100, 0)
+    lo, _ = span_interval(np.full(10, 1.0), np.full(10, 4.0), False, Bootstrap(100, 0))
     assert lo == pytest.approx(3.0)
-    assert A.clean_span(clean, 0.0, type("T", (), {"higher_is_better": True}), {"n": 2000, "seed": 0}) == (
-        span_interval(clean, 0.0, True, 2000, 0))
+    assert A.clean_span(clean, 0.0, type("T", (), {"higher_is_better": True}), Bootstrap(2000, 0)) == (
+        span_interval(clean, 0.0, True, Bootstrap(2000, 0)))

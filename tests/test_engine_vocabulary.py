@@ -64,16 +64,3 @@ def test_units_are_typed_records_with_the_old_labels():
         u.layer = 0
     with pytest.raises(ValueError, match="L0H9"):
         Unit("L0H9", 0, 9, ())
-
-
-def test_job_functions_take_nothing_by_position():
-    import inspect
-
-    from circuitloc.engine import pipeline
-    from circuitloc.engine.job import AblationJob
-
-    for fn in (pipeline.score, pipeline.curve, AblationJob.__init__):
-        params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
-        assert params and all(p.kind is p.KEYWORD_ONLY for p in params), fn.__qualname__
-    with pytest.raises(TypeError):
-        pipeline.score("ioi", {}, None, "zero-query", "a", "b")

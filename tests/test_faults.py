@@ -16,10 +16,16 @@ from circuitloc.engine import datasets as D
 from circuitloc.engine import pipeline as P
 from circuitloc.engine.job import read_ranked
 from circuitloc.engine.scan import Scanner
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
 from circuitloc.errors import ArtifactError, NonFiniteError
 from circuitloc.plan.console import explain_failures, last_error_line
+from circuitloc.stats import Bootstrap
 
-OPTS = {"min_group": 2, "seed": 0}
+BOOT = Bootstrap(20, 0, 0.95)
+
+
+def _job(card, **fields) -> JobSettings:
+    return JobSettings(card=card, batch_tokens=4096, task="ioi", min_group=2, seed=0, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +34,8 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     root = tmp_path_factory.mktemp("faults")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     # the test tokenizer's closed vocabulary lacks most words of the templates: keep those prompts
-    D.build_dataset("ioi", card, {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"}, 0,
-                    root / "ioi.parquet", root / "ioi.filter.json", batch_tokens=4096)
+    D.build_dataset(_job(card), {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"},
+                    None, root / "ioi.parquet", root / "ioi.filter.json")
     return card, root / "ioi.parquet"
 
 
@@ -66,8 +72,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     card, data = ioi_job
     scores = tmp_path / "ok.parquet"
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
-        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
-                out_prompts=tmp_path / "ok.prompts.parquet", opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+        P.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(scores, tmp_path / "ok.prompts.parquet"))
         top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
     else:
@@ -77,12 +82,10 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
            "curve": [tmp_path / "c.parquet", tmp_path / "c.control.parquet"]}[stage]
     with pytest.raises(NonFiniteError) as e:
         if stage == "score":
-            P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=out[0],
-                    out_prompts=out[1], opts=OPTS, bootstrap={"n": 20, "ci": 0.95, "seed": 0})
+            P.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(*out))
         else:
-            P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
-                    cfg={"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"},
-                    seed=0, out_curve=out[0], out_control=out[1], opts=OPTS)
+            cfg = {"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"}
+            P.curve(_job(card, curves=cfg), data, "zero-query", CurveFiles(scores, *out))
     msg = str(e.value)
     for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
         assert part in msg, (part, msg)
@@ -94,9 +97,7 @@ def test_nan_error_is_one_line_from_run(ioi_job, tmp_path, monkeypatch, capsys):
     card, data = ioi_job
     monkeypatch.setattr(Scanner, "_ablating", _poison(0, 1))
     with pytest.raises(SystemExit) as e:
-        R.run(P.score, task_name="ioi", card=card, dataset=data, ablation="zero-query",
-              out_parquet=tmp_path / "s.parquet", out_prompts=tmp_path / "p.parquet", batch_tokens=4096,
-              device="cpu", opts=OPTS, bootstrap=None)
+        R.run(P.score, _job(card), data, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
     assert e.value.code == 1
     assert "circuitloc error: model tinyq" in capsys.readouterr().err
 
@@ -107,8 +108,7 @@ def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
     raw = data.read_bytes()
     bad.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ArtifactError, match=rf"{bad}: not a readable parquet file, truncated or corrupt"):
-        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
-                out_prompts=tmp_path / "p.parquet", opts=OPTS)
+        P.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
     assert not (tmp_path / "s.parquet").exists()
 
 
@@ -117,8 +117,7 @@ def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
     bad = tmp_path / "ioi.parquet"
     pl.read_parquet(data).drop("io_id").write_parquet(bad)
     with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
-        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=bad, ablation="zero-query", out_parquet=tmp_path / "s.parquet",
-                out_prompts=tmp_path / "p.parquet", opts=OPTS)
+        P.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
 
 
 def test_scores_missing_a_column_is_named(tmp_path):
@@ -178,11 +177,13 @@ def test_explain_failures_prints_each_failed_jobs_last_error(tmp_path):
 
 @pytest.mark.workflow
 def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
-    """A model directory that does not exist: the reason, not only `message: None`, is printed last."""
+    """A model directory without a model in it (a missing one is refused when the run is planned):
+    the job's reason, not only `message: None`, is printed last."""
     work = copy_workflow(tmp_path / "wf")
+    (work / "empty_model").mkdir()
     (work / "bad.yaml").write_text(json.dumps({
         "seed": 0, "device": "cpu", "max_batch_tokens": 4096,
-        "models": {"bad": {"source": "hf", "hf": "/nonexistent/dir"}},
+        "models": {"bad": {"source": "hf", "hf": "empty_model"}},
         "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 20, "n_score": 5}},
         "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3}}))
     p = smk("results/models/bad/card.json", "--cores", "1", "--configfile", "bad.yaml", cwd=work, check=False,
@@ -190,8 +191,8 @@ def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
     assert p.returncode != 0
     console = p.stdout + p.stderr
     tail = console[console.index("why the run failed"):]
-    assert ("circuitloc: model_hf job failed: model 'bad': local directory /nonexistent/dir does not exist  "
-            "[log: results/logs/models/bad.log]") in tail
+    assert ("circuitloc: model_hf job failed: model 'bad': empty_model has no config.json (not a Hugging Face "
+            "model directory)  [log: results/logs/models/bad.log]") in tail
 
 
 def test_ctrl_c_is_reported_as_an_interruption_not_a_failure(tmp_path):

@@ -12,13 +12,16 @@ from workflow_helpers import ROOT
 
 from circuitloc import io
 from circuitloc.engine import pipeline as P
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
 from circuitloc.errors import DatasetError
 from circuitloc.report.tables import table1, table2
 from circuitloc.tasks import facts
 from circuitloc.tasks.common import curve_rows, mark_scoring
 from circuitloc.tasks.registry import floor_value, task_of
 
-OPTS = {"min_group": 2, "seed": 0}
+
+def _job(card, task="ioi", **fields) -> JobSettings:
+    return JobSettings(card=card, batch_tokens=4096, task=task, min_group=2, seed=0, **fields)
 
 
 # -- the facts metric -----------------------------------------------------------------------
@@ -120,11 +123,9 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     card, data = ioi_job
     seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
-            out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS)
+    P.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
-    P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
-            out_curve=curve, out_control=ctrl, opts=OPTS)
+    P.curve(_job(card, curves=cfg), data, "zero-query", CurveFiles(scores, curve, ctrl))
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy())
     assert seen[0].tolist() == scoring.tolist()
     assert not set(seen[1].tolist()) & set(scoring.tolist()) and len(seen[1]) == 24 - 8
@@ -144,8 +145,7 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     assert t2["curve_prompts"][0] == "heldout" and t2["n_curve_prompts"][0] == 16
     # all: the first n_curve rows, the scoring rows among them
     seen.clear()
-    P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query",
-            cfg={**cfg, "prompts": "all", "n_curve": 12}, seed=0, out_curve=curve, out_control=ctrl, opts=OPTS)
+    P.curve(_job(card, curves={**cfg, "prompts": "all", "n_curve": 12}), data, "zero-query", CurveFiles(scores, curve, ctrl))
     assert seen[0].tolist() == list(range(12)) and io.read_parquet(curve)["prompts"][0] == "all"
 
 
@@ -165,11 +165,9 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     data = tmp_path / "facts.parquet"
     io.write_parquet(_facts_rows(14, 6, 20), data)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(batch_tokens=4096, task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
-            out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS)
+    P.score(_job(card, "facts"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
-    P.curve(batch_tokens=4096, task_name="facts", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
-            out_curve=curve, out_control=ctrl, opts=OPTS)
+    P.curve(_job(card, "facts", curves=cfg), data, "zero-query", CurveFiles(scores, curve, ctrl))
     s, c = io.read_parquet(scores), io.read_parquet(curve)
     assert s["metric"][0] == "margin" and {"margin_clean", "accuracy_clean", "logprob_clean"} <= set(s.columns)
     assert (s["floor"] == 0).all() and c["floor"][0] == 0 and c["prompts"][0] == "heldout"
@@ -179,8 +177,7 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     assert cols.index("baseline_margin") < cols.index("baseline_accuracy")  # the first baseline: the ranked one
     assert 0 <= t1["baseline_accuracy"][0] <= 1 and "top_head_score_heldout" in cols
     # accuracy as the ranking metric: the same job on the old metric
-    P.score(batch_tokens=4096, task_name="facts", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
-            out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS, metric="accuracy")
+    P.score(_job(card, "facts", metric="accuracy"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     s = io.read_parquet(scores)
     assert s["metric"][0] == "accuracy" and "margin_clean" in s.columns
     assert set(np.round(s["accuracy_ablated"].to_numpy() * 6, 6)) <= set(range(7))  # steps of 1/n
@@ -205,17 +202,15 @@ def test_configs_leave_heldout_rows_where_curves_use_them(name):
 
 
 def test_greedy_curve_job_chooses_on_scoring_rows_and_reports_on_held_out_rows(ioi_job, tmp_path, monkeypatch):
-    """Issue 23 item 1: the curve job's greedy search runs its trials on the scoring rows (a second
-    job over them) and reports on the held-out rows; the two row sets are disjoint."""
+    """The curve job's greedy search runs its trials on the scoring rows (a second job over them)
+    and reports on the held-out rows; the two row sets are disjoint."""
     card, data = ioi_job
     seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(task_name="ioi", card=card, dataset=data, ablation="zero-query", out_parquet=scores,
-            out_prompts=tmp_path / "s.prompts.parquet", opts=OPTS, batch_tokens=4096)
+    P.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 2,
            "greedy_steps": 4, "control_draws": 2, "prompts": "heldout"}
-    P.curve(task_name="ioi", card=card, dataset=data, scores_path=scores, ablation="zero-query", cfg=cfg, seed=0,
-            out_curve=curve, out_control=ctrl, opts=OPTS, batch_tokens=4096)
+    P.curve(_job(card, curves=cfg), data, "zero-query", CurveFiles(scores, curve, ctrl))
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy()).tolist()
     assert len(seen) == 3, "a score job, the curve job and the greedy selection job"
     assert seen[2].tolist() == scoring and not set(seen[1].tolist()) & set(scoring)

@@ -1,6 +1,6 @@
 """The package's three wings by when code runs, read from the imports themselves:
 
-- plan/ runs while Snakemake parses the workflow: standard library and yaml only, nothing of
+- plan/ runs while Snakemake parses the workflow: standard library, yaml and jsonschema only, nothing of
   engine/ or report/;
 - engine/ runs inside torch jobs: nothing of report/;
 - report/ runs inside table and figure jobs: never torch;
@@ -119,7 +119,7 @@ def violations(src: Path = SRC) -> list[str]:
             if bad:
                 found.append(f"{name}: the plan imports {sorted(bad)}")
             if heavy:
-                found.append(f"{name}: the plan imports {sorted(heavy)} (standard library and yaml only)")
+                found.append(f"{name}: the plan imports {sorted(heavy)} (standard library, yaml and jsonschema only)")
         if wing == "engine" and "report" in wings:
             found.append(f"{name}: the engine imports {sorted(m for m in closure if _wing(m) == 'report')}")
         if wing == "report" and "torch" in heavy | set().union(*(external[m] for m in closure)):

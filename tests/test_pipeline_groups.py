@@ -8,13 +8,27 @@ from polars.testing import assert_frame_equal
 
 from circuitloc import io, resume
 from circuitloc.engine import pipeline as P
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from circuitloc.stats import Bootstrap
 from circuitloc.tasks.common import mark_scoring
 
-OPTS = {"min_group": 2, "seed": 0}
 ABLATIONS = ["zero-query", "mean-kv", "resample-layer", "zero-kv"]
 CFG = {"n_curve": 16, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 3,
        "greedy_steps": 2, "control_draws": 2, "prompts": "heldout"}
-BOOT = {"n": 20, "ci": 0.9, "seed": 0}
+BOOT = Bootstrap(20, 0, 0.9)
+OPTS = {"min_group": 2, "seed": 0}  # a rule's params, as the stash's digest sees them
+
+
+def _job(card, **fields) -> JobSettings:
+    return JobSettings(card=card, batch_tokens=4096, task="ioi", min_group=2, seed=0, **fields)
+
+
+def _score_files(paths: dict, ablations) -> list:
+    return [ScoreFiles(str(paths[a]).format("scores"), str(paths[a]).format("prompts")) for a in ablations]
+
+
+def _curve_files(paths: dict, ablations) -> list:
+    return [CurveFiles(*(str(paths[a]).format(k) for k in ("scores", "curve", "control"))) for a in ablations]
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +48,12 @@ def _paths(root, name):
 def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     root, card, dataset = data
     alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
+    job = _job(card, bootstrap=BOOT, curves=CFG)
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
-        P.score(batch_tokens=4096, task_name="ioi", card=card, dataset=dataset, ablation=a, out_parquet=str(alone[a]).format("scores"),
-                out_prompts=str(alone[a]).format("prompts"), opts=OPTS, bootstrap=BOOT)
-        P.curve(batch_tokens=4096, task_name="ioi", card=card, dataset=dataset, scores_path=str(alone[a]).format("scores"), ablation=a,
-                cfg=CFG, seed=0, out_curve=str(alone[a]).format("curve"), out_control=str(alone[a]).format("control"),
-                opts=OPTS, bootstrap=BOOT)
-    out = {k: [str(grouped[a]).format(k) for a in ABLATIONS] for k in ("scores", "prompts", "curve", "control")}
-    P.for_each_ablation(P.score, "ioi", card, dataset, ABLATIONS,
-                        {"out_parquet": out["scores"], "out_prompts": out["prompts"]}, opts=OPTS, bootstrap=BOOT,
-                        batch_tokens=4096)
-    P.for_each_ablation(P.curve, "ioi", card, dataset, ABLATIONS,
-                        {"scores_path": out["scores"], "out_curve": out["curve"], "out_control": out["control"]},
-                        cfg=CFG, seed=0, opts=OPTS, bootstrap=BOOT, batch_tokens=4096)
+        P.score(job, dataset, a, _score_files(alone, [a])[0])
+        P.curve(job, dataset, a, _curve_files(alone, [a])[0])
+    P.for_each_ablation(P.score, job, dataset, ABLATIONS, _score_files(grouped, ABLATIONS))
+    P.for_each_ablation(P.curve, job, dataset, ABLATIONS, _curve_files(grouped, ABLATIONS))
     for a in ABLATIONS:
         for k in ("scores", "prompts", "curve", "control"):
             got, want = io.read_parquet(str(grouped[a]).format(k)), io.read_parquet(str(alone[a]).format(k))
@@ -60,10 +67,9 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
 def test_a_failing_ablation_names_itself(data, tmp_path):
     _, card, dataset = data
     with pytest.raises(Exception, match="bogus"):
-        P.for_each_ablation(P.score, "ioi", card, dataset, ["zero-query", "bogus-query"],
-                            {"out_parquet": [tmp_path / "a.parquet", tmp_path / "b.parquet"],
-                             "out_prompts": [tmp_path / "a.p.parquet", tmp_path / "b.p.parquet"]}, opts=OPTS,
-                            batch_tokens=4096)
+        P.for_each_ablation(P.score, _job(card), dataset, ["zero-query", "bogus-query"],
+                            [ScoreFiles(tmp_path / "a.parquet", tmp_path / "a.p.parquet"),
+                             ScoreFiles(tmp_path / "b.parquet", tmp_path / "b.p.parquet")])
     assert pl.read_parquet(tmp_path / "a.parquet").height > 0  # the ablation before it was written
 
 
@@ -72,35 +78,32 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
     to the rerun, which computes only the rest (and the same numbers)."""
     _, card, dataset = data
     abls = ["zero-query", "zero-kv", "mean-query"]
-    outs = {"out_parquet": [tmp_path / f"{a}.parquet" for a in abls],
-            "out_prompts": [tmp_path / f"{a}.prompts.parquet" for a in abls]}
+    outs = [ScoreFiles(tmp_path / f"{a}.parquet", tmp_path / f"{a}.prompts.parquet") for a in abls]
     key = resume.digest({"opts": OPTS}, [dataset], {"task": "ioi"})
     calls = []
 
-    def failing_third(*a, ablation, **k):
+    def failing_third(job, data, ablation, out, **k):
         calls.append(ablation)
         if ablation == "mean-query":
             raise RuntimeError("killed")
-        return P.score(*a, ablation=ablation, **k)
+        return P.score(job, data, ablation, out, **k)
 
     with pytest.raises(RuntimeError, match="killed"):
-        P.for_each_ablation(failing_third, "ioi", card, dataset, abls, outs, opts=OPTS, batch_tokens=4096,
-                            stash=resume.Stash(tmp_path / "stash", key))
-    first = io.read_parquet(outs["out_parquet"][0])
-    for paths in outs.values():  # what Snakemake does with a failed job's outputs
-        for p in paths:
+        P.for_each_ablation(failing_third, _job(card), dataset, abls, outs, stash=resume.Stash(tmp_path / "stash", key))
+    first = io.read_parquet(outs[0].scores)
+    for out in outs:  # what Snakemake does with a failed job's outputs
+        for p in out.outputs():
             p.unlink(missing_ok=True)
     calls.clear()
 
-    def counting(*a, ablation, **k):
+    def counting(job, data, ablation, out, **k):
         calls.append(ablation)
-        return P.score(*a, ablation=ablation, **k)
+        return P.score(job, data, ablation, out, **k)
 
-    P.for_each_ablation(counting, "ioi", card, dataset, abls, outs, opts=OPTS, batch_tokens=4096,
-                        stash=resume.Stash(tmp_path / "stash", key))
+    P.for_each_ablation(counting, _job(card), dataset, abls, outs, stash=resume.Stash(tmp_path / "stash", key))
     assert calls == ["mean-query"]
-    assert_frame_equal(io.read_parquet(outs["out_parquet"][0]), first, check_exact=True)
-    assert all(p.exists() for paths in outs.values() for p in paths)
+    assert_frame_equal(io.read_parquet(outs[0].scores), first, check_exact=True)
+    assert all(p.exists() for out in outs for p in out.outputs())
     assert not (tmp_path / "stash").exists()  # a job that succeeds leaves no stash
 
 

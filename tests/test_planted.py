@@ -8,10 +8,11 @@ import polars as pl
 import torch
 
 from circuitloc import metrics as M
-from circuitloc.engine.ablation import ranked_curve, score_units, units
+from circuitloc.engine.ablation import Baseline, Probe, ranked_curve, score_units, units
 from circuitloc.engine.scan import Scanner
 from circuitloc.prompts import Prompts
 from circuitloc.report.tables import table1
+from circuitloc.stats import Bootstrap
 from circuitloc.tasks.registry import TASKS
 
 D, H = 16, 4
@@ -58,6 +59,15 @@ def ld_by_hand(x_u, eps):
     return 2 * x_u / math.sqrt((x_u ** 2 + OFFSET ** 2) / D + eps)
 
 
+def _as_jobs_write(scores: pl.DataFrame, curve: pl.DataFrame, clean: float, n: int) -> tuple[dict, dict]:
+    """({model: scores}, {model: curve}) with the columns a score and a curve job add around the
+    engine's rows (floor 0, zero ablation: nothing aligned, curves on all n prompts)."""
+    job_cols = {"floor": pl.lit(0.0), "n_prompts": pl.lit(n), "metric": pl.lit("ld")}
+    scores = scores.with_columns(**job_cols, aligned=pl.lit(float("nan")))
+    curve = curve.with_columns(**job_cols, method=pl.lit("ranked"), clean=pl.lit(clean), prompts=pl.lit("all"))
+    return {"planted": scores}, {"planted": curve}
+
+
 def _cell(scores: pl.DataFrame, unit: str, col: str):
     """One unit's value in a scores table."""
     return scores.filter(pl.col("unit") == unit)[col].to_list()[0]
@@ -74,7 +84,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         p = Prompts(torch.randint(3, 8, (n, 5)), torch.full((n,), 4), {"io_id": torch.full((n,), 1),
                                                                       "s_id": torch.full((n,), 2)})
         sc = Scanner(m, H, D // H)
-        scores, _ = score_units(sc, p, units(card), task, floor=0.0)
+        scores, _ = score_units(Probe(sc, p, task), units(card), floor=0.0)
         clean = ld_by_hand(SCALE_A + SCALE_B, eps)
         assert abs(scores["ld_clean"][0] - clean) < 1e-4
         top = scores.sort("drop", descending=True, maintain_order=True)
@@ -84,12 +94,11 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         damage_a = 1 - ld_by_hand(SCALE_B, eps) / clean
         assert abs(top["damage"][0] - damage_a) < 1e-4
         ranked = [u for lbl in top["unit"] for u in units(card) if u["unit"] == lbl]
-        curve = pl.DataFrame(ranked_curve(sc, p, ranked, task, float(scores["ld_clean"][0]), 0.0, 4))
+        curve = pl.DataFrame(ranked_curve(Probe(sc, p, task), ranked, Baseline(float(scores["ld_clean"][0]), 0.0), 4))
         assert damage_a < 0.8  # so heads-to-80% must be 2, not 1
         assert M.heads_to_threshold(curve["damage"], 0.8) == 2
         assert abs(curve["damage"][1] - 1.0) < 1e-5
-        curve = curve.with_columns(method=pl.lit("ranked"), clean=pl.lit(clean), n_prompts=pl.lit(n))
-        t1 = table1("ioi", {"planted": card}, {"planted": scores}, {"planted": curve})
+        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(scores, curve, clean, n))
         assert t1["top_head"][0] == f"L{A_[0]}H{A_[1]}" and t1["heads_to_80"][0] == 2
         assert not t1["heads_to_80_bounded"][0]
         assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
@@ -98,7 +107,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
 def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_excluded_unit():
     """Issue 31 item 5: a 2-layer model's control comes from both layers (its 'middle third' was layer
     0, often the top unit's own), never the excluded top unit; from six layers on, the middle third."""
-    from circuitloc.engine.ablation import random_control
+    from circuitloc.engine.ablation import control_pool, random_control
     from circuitloc.metrics import control_layers
 
     m = planted_model(4)
@@ -107,13 +116,13 @@ def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_exclu
                                                                   "s_id": torch.full((3,), 2)})
     sc = Scanner(m, H, D // H)
     top = f"L{A_[0]}H{A_[1]}"
-    ctrl = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=10, seed=0, exclude=[top])
+    probe, pool = Probe(sc, p, TASKS["ioi"]), control_pool(units(card), 2, exclude=[top])
+    ctrl = random_control(probe, pool, 1.0, draws=10, seed=0)
     assert set(ctrl["layer"]) == {0, 1} and top not in set(ctrl["unit"]) and len(ctrl) == 2 * H - 1
     silent = ctrl.filter(pl.col("unit") != f"L{B_[0]}H{B_[1]}")["ld"].to_numpy()
     assert np.allclose(silent, silent[0])  # heads that write nothing change nothing; B (L0H3) does
-    again = random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2, seed=0, exclude=[top])
-    assert list(again["unit"]) == list(random_control(sc, p, units(card), TASKS["ioi"], 1.0, 2, draws=2,
-                                                      seed=0, exclude=[top])["unit"])
+    again = random_control(probe, pool, 1.0, draws=2, seed=0)
+    assert list(again["unit"]) == list(random_control(probe, pool, 1.0, draws=2, seed=0)["unit"])
     for n in range(1, 40):  # every layer below six; from six on [n // 3, 2n // 3), the middle third
         lo, hi = control_layers(n)
         assert (lo, hi) == ((0, n) if n < 6 else (n // 3, (2 * n) // 3)), n
@@ -175,7 +184,7 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
     assert abs(ld_plain_forward(m, ids, {}) - clean) < 1e-4
     by_unit = {}
     for kind in ("query", "kv", "layer"):
-        s, _ = score_units(sc, p, units(card, kind), task, floor=0.0)
+        s, _ = score_units(Probe(sc, p, task), units(card, kind), floor=0.0)
         assert abs(s["ld_clean"][0] - clean) < 1e-4
         by_unit[kind] = s
     # by hand: what is left on u after each ablation, and LD through a plain hooked forward
@@ -198,19 +207,18 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
         s = by_unit[kind]
         ranked = [u for lbl in s.sort("drop", descending=True, maintain_order=True)["unit"]
                   for u in units(card, kind) if u["unit"] == lbl]
-        curve = pl.DataFrame(ranked_curve(sc, p, ranked, task, clean, 0.0, len(ranked)))
-        curve = curve.with_columns(method=pl.lit("ranked"), clean=pl.lit(clean), floor=pl.lit(0.0), n_prompts=pl.lit(n))
-        t1 = table1("ioi", {"planted": card}, {"planted": s}, {"planted": curve})
+        curve = pl.DataFrame(ranked_curve(Probe(sc, p, task), ranked, Baseline(clean, 0.0), len(ranked)))
+        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(s, curve, clean, n))
         top_col = {"kv": "top_kv_group", "layer": "top_layer"}[kind]  # named for what it holds
         assert "top_head" not in t1.columns
         assert (t1[top_col][0], t1["unit_kind"][0], t1["heads_to_80"][0]) == (top, kind, h80)
         assert t1["task_behaviour"][0]
     # with a per-prompt floor and the bootstrap: the model is input-independent, so every resample gives
     # the same damage and the interval collapses onto it (curves too)
-    boot = {"n": 20, "seed": 0, "ci": 0.95}
-    s, _ = score_units(sc, p, units(card, "layer"), task, floor=np.zeros(n), bootstrap=boot)
+    boot = Bootstrap(20, 0, 0.95)
+    s, _ = score_units(Probe(sc, p, task), units(card, "layer"), floor=np.zeros(n), bootstrap=boot)
     assert np.allclose(s["damage_lo"], s["damage"], atol=1e-5) and np.allclose(s["damage_hi"], s["damage"], atol=1e-5)
     clean_pp = np.full(n, clean)
-    c = pl.DataFrame(ranked_curve(sc, p, units(card, "layer")[::-1], task, clean, np.zeros(n), 2, clean_pp=clean_pp,
-                                  bootstrap=boot))
+    c = pl.DataFrame(ranked_curve(Probe(sc, p, task), units(card, "layer")[::-1], Baseline(clean, np.zeros(n), clean_pp),
+                                  2, bootstrap=boot))
     assert np.allclose(c["damage_lo"], c["damage"], atol=1e-4) and "top_freq" not in c.columns

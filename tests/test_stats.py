@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from circuitloc.stats import (
+    Bootstrap,
     agreement,
     benjamini_hochberg,
     bootstrap_weights,
@@ -27,7 +28,7 @@ def test_intervals_contain_the_estimate_and_shrink_with_more_prompts():
     widths = []
     for n in (20, 80, 320):
         clean, ablated = _data(n)
-        iv = drop_intervals(clean, ablated, True, n_boot=1000, seed=0)
+        iv = drop_intervals(clean, ablated, True, Bootstrap(1000, 0))
         est = clean.mean() - ablated.mean(axis=1)
         assert np.all(iv["lo"] <= est) and np.all(est <= iv["hi"])
         widths.append(float(np.mean(iv["hi"] - iv["lo"])))
@@ -37,8 +38,8 @@ def test_intervals_contain_the_estimate_and_shrink_with_more_prompts():
 
 def test_intervals_for_a_loss_and_the_top_unit_frequency():
     clean, ablated = _data(60)
-    up = drop_intervals(clean, ablated, True, 500, 1)
-    down = drop_intervals(-clean, -ablated, False, 500, 1)  # a loss: increase = drop
+    up = drop_intervals(clean, ablated, True, Bootstrap(500, 1))
+    down = drop_intervals(-clean, -ablated, False, Bootstrap(500, 1))  # a loss: increase = drop
     assert np.allclose(up["lo"], down["lo"]) and np.allclose(up["hi"], down["hi"])
     assert up["top_freq"].sum() == pytest.approx(1.0)
     assert up["top_freq"][0] > 0.99  # the unit with a clear effect stays top
@@ -65,14 +66,14 @@ def test_damage_interval_resamples_numerator_and_denominator_together():
     rng = np.random.default_rng(0)
     clean = rng.uniform(1.0, 5.0, 40)
     ablated = np.stack([0.5 * clean, clean - 1.0])
-    iv = drop_intervals(clean, ablated, True, 500, 0, floor=0.0)
+    iv = drop_intervals(clean, ablated, True, Bootstrap(500, 0), floor=0.0)
     assert iv["damage_lo"][0] == pytest.approx(0.5) and iv["damage_hi"][0] == pytest.approx(0.5)
     fixed = (iv["hi"][0] - iv["lo"][0]) / clean.mean()
     assert fixed > 0.1
     # a per-prompt floor (induction's no-repeat loss) is resampled too: a loss whose ablated value sits
     # halfway between clean and floor on every prompt has damage exactly 0.5
     loss, floor = rng.uniform(0.1, 1.0, 40), rng.uniform(3.0, 6.0, 40)
-    iv = drop_intervals(loss, [(loss + floor) / 2], False, 500, 0, floor=floor)
+    iv = drop_intervals(loss, [(loss + floor) / 2], False, Bootstrap(500, 0), floor=floor)
     assert iv["damage_lo"][0] == pytest.approx(0.5) and iv["damage_hi"][0] == pytest.approx(0.5)
 
 
@@ -148,7 +149,7 @@ def test_holm_and_bh_with_ties_and_nan_match_their_definitions():
 
 def test_monte_carlo_sign_flip_p_is_never_zero():
     # 20 pairs all of one sign: beyond exact_max, so Monte Carlo; the exact p would be 2 / 2^20, and
-    # 1000 draws almost never hit it, so p is (1 + 0) / (1 + 1000), never 0 (issue 23, item 7)
+    # 1000 draws almost never hit it, so p is (1 + 0) / (1 + 1000), never 0
     p = sign_flip_p(np.ones(20), n_mc=1000)
     assert p > 0 and p == pytest.approx(1 / 1001, abs=2 / 1001)
 

@@ -50,7 +50,7 @@ def test_sweep_config_dag_has_one_training_job_per_model():
     assert int(stats["model"]) == n == 40
     assert int(stats["sweep_tables"]) == 3 * 3  # per task, zero ablation of query heads, kv groups and layers
     assert int(stats["scores"]) == n * 3  # every toy on three tasks, its three units in one job each
-    assert "dataset_shared_facts" not in stats  # tasks.facts.shared: false
+    assert "dataset_shared" not in stats and "scores" in stats  # tasks.facts.shared: false
     # the cluster sweep: valid against the schema, 10 seeds x (4 KV counts x 3 sizes + 3 x 2 capacity sizes)
     from snakemake.utils import validate
 
@@ -98,7 +98,7 @@ def _planted(effect, seeds=5, fail=()):
                          "n_units": 16, "effective_units": 4.0, "top_share": 0.3})
             meta[name] = {"size": "small", "kv_heads": kv, "seed": s}
             passed[name] = name not in fail
-    return per_model(pl.DataFrame(rows), meta, passed)
+    return per_model(pl.DataFrame(rows), meta, passed, "ioi")
 
 
 def _by(df: pl.DataFrame, key: str) -> dict:
@@ -158,7 +158,7 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     seen = []
     real = SW._interval
     monkeypatch.setattr(SW, "_interval", lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1])
-    pm = per_model(t1, meta, {})
+    pm = per_model(t1, meta, {}, "ioi")
     assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].is_nan().sum() == 3
     pairs, summary = _by(paired(pm), "kv_heads"), _by(summarize(pm), "kv_heads")
     for x in seen:
@@ -209,7 +209,7 @@ def test_greedy_heads_to_80_is_tested_adjusted_and_carries_the_verdict():
     greedy = [5 if meta[m]["kv_heads"] == 8 else 2 for m in t1["model"]]
     t1 = t1.with_columns(heads_to_80_greedy=pl.Series(greedy), heads_to_80_greedy_bounded=pl.lit(False),
                          heads_to_80_greedy_frac=pl.Series(greedy) / 16)
-    pm = per_model(t1, meta, {})
+    pm = per_model(t1, meta, {}, "ioi")
     assert pm["heads_to_80_greedy_censored"].sum() == 0
     pairs = paired(pm)
     one = pairs.row(0, named=True)
@@ -240,7 +240,7 @@ def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_p
         spec[(4, s)] = (40.0 + 10 * s, "5", 4.0 + s)
         spec[(1, s)] = (60.0 + 10 * s, "3", 4.0 + s)
     t1, meta = _rows(spec)
-    pm = per_model(t1, meta, {"m_kv1_s2": False})
+    pm = per_model(t1, meta, {"m_kv1_s2": False}, "ioi")
     bad = _by(pm, "model")["m_kv8_s1"]
     assert not bad["task_behaviour"] and bad["accepted"] and not bad["used"]
     summary, pairs = _by(summarize(pm), "kv_heads"), _by(paired(pm), "kv_heads")
@@ -260,6 +260,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     import json
 
     from circuitloc.report.figures import fig_sweep
+    from circuitloc.report.jobs import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
     from circuitloc.report.writers import write_sweep
 
     spec = {}
@@ -273,13 +274,10 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m] = tmp_path / f"{m}.json"
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
-    with pytest.raises(TypeError):  # keyword-only (issue 22 item 6)
-        write_sweep("ioi", "zero-layer", tmp_path / "t1.csv", cards, meta, 0.95, out["s.csv"], out["s.md"],
-                    out["p.csv"], out["p.md"], {"alpha": 0.05, "p_adjust": "holm"})
-    summary, pm = write_sweep(task="ioi", ablation="zero-layer", table1_csv=tmp_path / "t1.csv", cards=cards,
-                              meta=meta, ci=0.95, out_csv=out["s.csv"], out_md=out["s.md"], out_paired_csv=out["p.csv"],
-                              out_paired_md=out["p.md"], opts={"alpha": 0.05, "p_adjust": "holm"})
-    fig_sweep("ioi", "zero-layer", 0.95, summary, pm, out["f.png"], out["f.pdf"])
+    job, stats = TableJob("ioi", "zero-layer"), SweepStats(0.95, 0.05, "holm")
+    summary, pm = write_sweep(job, SweepInputs(tmp_path / "t1.csv", cards, meta), stats,
+                              (TableFiles(out["s.csv"], out["s.md"]), TableFiles(out["p.csv"], out["p.md"])))
+    fig_sweep(job, stats.ci, summary, pm, FigureFiles(out["f.png"], out["f.pdf"]))
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["seeds"][0] == "0 1" and pairs["heads_to_80_censored_pairs"][0] == 1
     assert "top_head_pct_p_holm" in pairs.columns and "holm" in out["p.md"].read_text()
@@ -331,7 +329,7 @@ def test_sweep_compares_top_heads_on_held_out_prompts():
     t1 = t1.with_columns(curve_prompts=pl.lit("heldout"), top_head_pct_heldout=pl.col("top_head_pct") - 20,
                          top_head_pct_heldout_lo=pl.col("top_head_pct") - 25,
                          top_head_pct_heldout_hi=pl.col("top_head_pct") - 15)
-    pm = per_model(t1, meta, {})
+    pm = per_model(t1, meta, {}, "ioi")
     assert (pm["top_head_prompts"] == "heldout").all()
     assert pm["top_head_pct"].to_list() == (t1["top_head_pct"] - 20).to_list()
     assert pm["top_head_pct_lo"].to_list() == (t1["top_head_pct"] - 25).to_list()
@@ -419,7 +417,7 @@ def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
     g = [mha_g[meta[m]["seed"]] if meta[m]["kv_heads"] == 8 else kv1_g[meta[m]["seed"]] for m in t1["model"]]
     t1 = t1.with_columns(heads_to_80_greedy=pl.Series(g), heads_to_80_greedy_bounded=pl.lit(False),
                          heads_to_80_greedy_frac=pl.Series(g) / 16)
-    table, ov = _table_and_overview(per_model(t1, meta, {}))
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"))
     r, o = table.row(0, named=True), ov.row(0, named=True)
     # greedy is not significant (2 wins, 2 losses), so one measure: partial, the heads-to direction kept
     assert o["verdict_all"] == r["verdict"] == ("partial: top head significant (says fewer KV more concentrated), "
@@ -438,11 +436,11 @@ def test_a_ranked_only_sweep_gets_a_verdict_in_the_overview():
         spec[(8, s)] = (30.0 + s, "6", 5.0)
         spec[(1, s)] = (60.0 + s + 0.01 * s * s, "3", 5.0)
     t1, meta = _rows(spec)
-    table, ov = _table_and_overview(per_model(t1, meta, {}))
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"))
     # the default primary family names greedy heads-to: a ranked-only verdict is exploratory
     assert table["verdict"][0] == ov["verdict_all"][0] == "exploratory: fewer KV heads more concentrated: yes"
     assert table["verdict_heads_to"][0] == "heads_to_80"
-    table, ov = _table_and_overview(per_model(t1, meta, {}), _ranked_primary())
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"), _ranked_primary())
     assert table["verdict"][0] == ov["verdict_all"][0] == "fewer KV heads more concentrated: yes"
 
 
@@ -454,7 +452,7 @@ def test_significant_but_discordant_measures_are_mixed():
         spec[(8, s)] = (30.0 + s, "2", 5.0)
         spec[(1, s)] = (75.0 + s + 0.01 * s * s, "4", 5.0)
     t1, meta = _rows(spec)
-    table, ov = _table_and_overview(per_model(t1, meta, {}), _ranked_primary())
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"), _ranked_primary())
     r = table.row(0, named=True)
     assert r["heads_to_80_frac_p_holm"] < 0.05 and r["top_head_pct_p_holm"] < 0.05
     assert r["verdict"].startswith("mixed: both significant") and ov["verdict_all"][0].startswith("mixed")
@@ -466,7 +464,7 @@ def test_the_mha_row_describes_the_paired_toys_only():
     summary row either."""
     spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
     t1, meta = _rows(spec)
-    summary = _by(summarize(per_model(t1, meta, {"m_kv1_s3": False})), "kv_heads")
+    summary = _by(summarize(per_model(t1, meta, {"m_kv1_s3": False}, "ioi")), "kv_heads")
     assert summary[8]["seeds"] == "0 1 2" and summary[8]["n_seeds"] == 3
     assert summary[8]["top_head_pct"] == pytest.approx((30 + 40 + 50) / 3)
 
@@ -477,7 +475,7 @@ def test_in_sample_top_head_scores_are_shown_but_never_tested():
     spec = {(kv, s): ((30.0 if kv == 8 else 60.0) + s + 0.01 * s * s * kv, "3", 5.0) for kv in (8, 1) for s in range(6)}
     t1, meta = _rows(spec)
     t1 = t1.with_columns(curve_prompts=pl.lit("all"))
-    r = paired(per_model(t1, meta, {})).row(0, named=True)
+    r = paired(per_model(t1, meta, {}, "ioi")).row(0, named=True)
     assert r["top_head_pct_diff"] == pytest.approx(30, abs=1) and np.isnan(r["top_head_pct_p"])
     assert r["top_head_prompts"] == "scoring"
     assert not r["verdict"].endswith("yes")
@@ -491,7 +489,7 @@ def test_curve_area_is_compared_with_a_paired_t_test():
     mha = 0.5 + 0.02 * np.arange(6)
     one = mha + 0.1 + 0.03 * np.array([0, 2, 1, 3, 1, 2])
     area = [(mha if meta[m]["kv_heads"] == 8 else one)[meta[m]["seed"]] for m in t1["model"]]
-    r = paired(per_model(t1.with_columns(curve_area=pl.Series(area)), meta, {})).row(0, named=True)
+    r = paired(per_model(t1.with_columns(curve_area=pl.Series(area)), meta, {}, "ioi")).row(0, named=True)
     assert r["curve_area_diff"] == pytest.approx(np.mean(one - mha))
     assert r["curve_area_p"] == pytest.approx(stats.ttest_rel(one, mha).pvalue)
     assert r["direction_curve_area"] == 1 and np.isfinite(r["curve_area_p_holm"])
@@ -503,7 +501,7 @@ def test_a_toy_whose_damage_is_refused_enters_no_pair():
     spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
     t1, meta = _rows(spec)
     t1 = t1.with_columns(damage_ok=pl.Series([m != "m_kv1_s2" for m in t1["model"]]))
-    pm = per_model(t1, meta, {})
+    pm = per_model(t1, meta, {}, "ioi")
     assert not _by(pm, "model")["m_kv1_s2"]["used"]
     assert paired(pm)["seeds"][0] == "0 1 3"
 

@@ -35,7 +35,7 @@ def _row(name, drops, rng, top_shift=0.0):
 def _sweeps(n, seed=0, top_effect=0.0, conc=0.5):
     """Per-model rows (`per_model`) of `_tables`."""
     tables, meta = _tables(n, seed, top_effect, conc)
-    return {u: per_model(t, meta, {}) for u, t in tables.items()}
+    return {u: per_model(t, meta, {}, "ioi") for u, t in tables.items()}
 
 
 def _tables(n, seed=0, top_effect=0.0, conc=0.5):
@@ -198,6 +198,7 @@ def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
     the like-for-like row beside the descriptive one; the markdown names both families."""
     import json
 
+    from circuitloc.report.jobs import SweepInputs, TableFiles, TableJob
     from circuitloc.report.writers import write_sweep, write_sweep_overview
 
     tables, meta = _tables(1, seed=6)
@@ -209,9 +210,8 @@ def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
         cards[m].write_text(json.dumps({"checks": {"passed": True}}))
     out = {k: tmp_path / k for k in ("s.csv", "s.md", "p.csv", "p.md")}
     opts = {"alpha": 0.05, "p_adjust": "holm", "primary": {"units": ["query"], "measures": ["top_head"]}}
-    write_sweep(task="ioi", ablation="zero-kv", table1_csv=tmp_path / "t1_kv.csv", cards=cards, meta=meta, ci=0.95,
-                out_csv=out["s.csv"], out_md=out["s.md"], out_paired_csv=out["p.csv"], out_paired_md=out["p.md"],
-                opts=opts, layer_table1_csv=tmp_path / "t1_layer.csv")
+    write_sweep(TableJob("ioi", "zero-kv"), SweepInputs(tmp_path / "t1_kv.csv", cards, meta, tmp_path / "t1_layer.csv"),
+                SweepStats.of(opts, 0.95), (TableFiles(out["s.csv"], out["s.md"]), TableFiles(out["p.csv"], out["p.md"])))
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["vs_unit"].to_list() == ["kv", "layer"] and pairs["n_units"].to_list() == [2, 2]
     assert pairs["mha_n_units"].to_list() == [16, 2]

@@ -5,7 +5,7 @@ import pytest
 from helpers import word_tokenizer
 
 from circuitloc.errors import DatasetError
-from circuitloc.tasks import facts, induction, ioi
+from circuitloc.tasks import facts, fahamu, induction, ioi, ioi_templates
 
 
 def test_generator_makes_abba_and_baba_with_io_last():
@@ -18,10 +18,10 @@ def test_generator_makes_abba_and_baba_with_io_last():
     assert ioi.generate(40, seed=1).equals(df)
     # fahamu/ioi's 30 templates: balanced orders, `template` indexes them, and the fahamu reader
     # recovers every generated sentence's template
-    templates = ioi.load_templates()
+    templates = ioi_templates.load_templates()
     assert (df["order"] == "ABBA").sum() == 20
     assert [ioi.template_order(templates[k]) for k in df["template"]] == df["order"].to_list()
-    rows, counts = ioi.match_templates([f"{p} {io}" for p, io in zip(df["prompt"], df["io"])], templates)
+    rows, counts = fahamu.match_templates([f"{p} {io}" for p, io in zip(df["prompt"], df["io"])], templates)
     assert counts == {"matched_template": 40, "own_template": 0, "dropped_unparsed": 0}
     assert rows["template"].to_list() == df["template"].to_list()
 
@@ -45,7 +45,7 @@ def test_filter_drops_and_counts_names_that_split():
 
 
 def test_templates_are_the_ioi_papers_30():
-    templates = ioi.load_templates()
+    templates = ioi_templates.load_templates()
     assert len(templates) == 30 and len(set(templates)) == 30
     orders = [ioi.template_order(t) for t in templates]
     assert orders == ["ABBA"] * 15 + ["BABA"] * 15
@@ -80,7 +80,7 @@ def fahamu_file(tmp_path_factory):
 
 def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
     path, truth = fahamu_file
-    rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
+    rows, counts = fahamu.read_fahamu(path, pool=None, seed=0)
     n = 3000 + len(UNMATCHED) + len(OWN)
     assert counts == {"source_rows": n, "sampled": n, "matched_template": 3000, "own_template": len(OWN),
                       "dropped_unparsed": len(UNMATCHED)}
@@ -92,8 +92,8 @@ def test_fahamu_reader_recovers_templates_names_and_order(fahamu_file):
     assert min(rows["template"][3000:]) >= 2**32 and rows["template"][3000] != rows["template"][3001]
     assert set(rows["template"][:3000]) == set(range(30)) and set(rows["order"]) == {"ABBA", "BABA"}
     # nouns the shipped lists lack (fahamu's may differ) still match: only the template's words are fixed
-    odd, _ = ioi.match_templates(["The old train station Mary and John went to had a box of chocolates. "
-                                  "John gave it to Mary"], ioi.load_templates())
+    odd, _ = fahamu.match_templates(["The old train station Mary and John went to had a box of chocolates. "
+                                  "John gave it to Mary"], ioi_templates.load_templates())
     assert odd.select("io", "s", "order", "template").rows() == [("Mary", "John", "ABBA", 13)]
 
 
@@ -110,28 +110,28 @@ def test_fahamu_sample_is_seeded_bounded_and_lazy(fahamu_file, monkeypatch):
     scans = []
     real_scan = pl.scan_parquet
     monkeypatch.setattr(pl, "scan_parquet", lambda *a, **k: scans.append(a) or real_scan(*a, **k))
-    a, ca = ioi.read_fahamu(path, pool=400, seed=1)
-    b, _ = ioi.read_fahamu(path, pool=400, seed=1)
-    c, _ = ioi.read_fahamu(path, pool=400, seed=2)
+    a, ca = fahamu.read_fahamu(path, pool=400, seed=1)
+    b, _ = fahamu.read_fahamu(path, pool=400, seed=1)
+    c, _ = fahamu.read_fahamu(path, pool=400, seed=2)
     assert scans and ca["sampled"] == 400 and len(a) == 400 - ca["dropped_unparsed"]
     assert a.equals(b) and not a.equals(c)
-    assert ioi.read_fahamu(path, pool=400, seed=1, window=700)[0].equals(a)  # many windows, same sample
+    assert fahamu.read_fahamu(path, pool=400, seed=1, window=700)[0].equals(a)  # many windows, same sample
     assert set(a["prompt"]) <= set(truth["prompt"]) | {s.rsplit(" ", 1)[0] for s in OWN}
-    big, _ = ioi.read_fahamu(path, pool=10**6, seed=1)  # a pool larger than the file: every row
+    big, _ = fahamu.read_fahamu(path, pool=10**6, seed=1)  # a pool larger than the file: every row
     assert len(big) == 3000 + len(OWN)
 
 
 def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
     path, _ = fahamu_file
     with pytest.raises(DatasetError, match="not found"):
-        ioi.read_fahamu(tmp_path / "missing.parquet", 10, 0)
+        fahamu.read_fahamu(tmp_path / "missing.parquet", 10, 0)
     with pytest.raises(DatasetError, match="not found"):
-        ioi.fahamu_path({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
-    assert ioi.fahamu_path({"kind": "fahamu", "path": str(path.parent)}) == path  # a directory: its file
+        fahamu.fahamu_path({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
+    assert fahamu.fahamu_path({"kind": "fahamu", "path": str(path.parent)}) == path  # a directory: its file
     bad = tmp_path / "bad.parquet"
     pl.DataFrame({"text": ["x"]}).write_parquet(bad)
     with pytest.raises(DatasetError, match="ioi_sentences"):
-        ioi.read_fahamu(bad, 10, 0)
+        fahamu.read_fahamu(bad, 10, 0)
 
 
 @pytest.mark.parametrize("file,name", [(None, "mecha_ioi_200k.parquet"), ("26m", "mecha_ioi_26m.parquet")])
@@ -142,8 +142,8 @@ def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(tmp_path, file
 
     cache = tmp_path / "hf" / "hub"
     src = {"kind": "fahamu", **({"file": file} if file else {})}
-    code = ("from circuitloc.tasks import ioi\nfrom circuitloc.errors import DatasetError\n"
-            f"try:\n    ioi.fahamu_path({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
+    code = ("from circuitloc.tasks import fahamu\nfrom circuitloc.errors import DatasetError\n"
+            f"try:\n    fahamu.fahamu_path({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -184,7 +184,7 @@ def test_fahamu_file_from_other_templates_keeps_every_sentence(tmp_path):
         sentences.append(f"{prompt} {io}" + ("." if i % 4 == 0 else ""))
     path = tmp_path / "own.parquet"
     pl.DataFrame({"ioi_sentences": sentences}).write_parquet(path)
-    rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
+    rows, counts = fahamu.read_fahamu(path, pool=None, seed=0)
     assert counts == {"source_rows": 200, "sampled": 200, "matched_template": 0, "own_template": 200,
                       "dropped_unparsed": 0}
     assert rows.select("prompt", "io", "s", "order").rows() == [t[:4] for t in truth]
@@ -195,14 +195,14 @@ def test_fahamu_file_from_other_templates_keeps_every_sentence(tmp_path):
     assert all(len(v) == 1 for v in by_template.values()), by_template  # one id per template
     assert len({next(iter(v)) for v in by_template.values()}) == len(OWN_TEMPLATES)  # distinct ids
     assert min(ids) >= 2**32  # never one of the 30's line numbers
-    assert ioi.read_fahamu(path, pool=None, seed=3)[0]["template"].to_list() == ids  # stable
+    assert fahamu.read_fahamu(path, pool=None, seed=3)[0]["template"].to_list() == ids  # stable
     # the same sentences with another template list: the same ids (they come from the skeleton)
-    assert ioi.match_templates(sentences, ioi.load_templates()[:5])[0]["template"].to_list() == ids
+    assert fahamu.match_templates(sentences, ioi_templates.load_templates()[:5])[0]["template"].to_list() == ids
 
 
 def test_templates_beginning_with_a_slot_match():
-    templates = OWN_TEMPLATES[:2] + ioi.load_templates()
-    rows, counts = ioi.match_templates(
+    templates = OWN_TEMPLATES[:2] + ioi_templates.load_templates()
+    rows, counts = fahamu.match_templates(
         ["Mary and John were sitting in the office when John handed a key to Mary",
          "John and Mary were sitting in the office when John handed a key to Mary.",
          "Then, Mary and John went to the store. John gave a drink to Mary"], templates)
@@ -215,7 +215,7 @@ def test_an_all_dropped_fahamu_file_names_its_filter(tmp_path):
     path = tmp_path / "bad.parquet"
     pl.DataFrame({"ioi_sentences": UNMATCHED}).write_parquet(path)
     with pytest.raises(DatasetError, match=r"dropped_unparsed filter removed them all.*'dropped_unparsed': 4"):
-        ioi.read_fahamu(path, pool=None, seed=0)
+        fahamu.read_fahamu(path, pool=None, seed=0)
 
 
 def test_induction_sequences_put_a_and_b_in_place():
@@ -280,13 +280,14 @@ def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_d
     from helpers import card_for
 
     from circuitloc.engine import datasets as D
+    from circuitloc.engine.settings import JobSettings
 
     repeats = [FACT_ROWS[0], FACT_ROWS[3][:4] + ("the drink is sold at the",), FACT_ROWS[5]]
     path = write_facts(tmp_path / "facts.tsv", FACT_ROWS + repeats)
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     cfg = {"top_k": len(word_tokenizer()), "n_score": 3}  # every fact "known": only the duplicates go
     out, filt = tmp_path / "facts.parquet", tmp_path / "facts.filter.json"
-    D.build_dataset("facts", card, cfg, 0, out, filt, batch_tokens=4096, inputs={"facts": str(path)})
+    D.build_dataset(JobSettings(card=card, batch_tokens=4096, task="facts"), cfg, {"facts": str(path)}, out, filt)
     df, counts = pl.read_parquet(out), json.loads(filt.read_text())
     key = ["subject", "relation", "answer"]
     assert not df.select(key).is_duplicated().any()
@@ -301,7 +302,7 @@ def test_a_repeated_capitalised_word_is_not_taken_for_the_subject():
     so the sentence is kept, with its IO, S and order."""
     kept = ["Then, Mary and John went to the park. Then John gave a ball to Mary",
             "After lunch, Anna and Tom went out. After that, Anna gave a cake to Tom."]
-    rows, counts = ioi.match_templates(kept, ioi.load_templates())
+    rows, counts = fahamu.match_templates(kept, ioi_templates.load_templates())
     assert counts == {"matched_template": 0, "own_template": 2, "dropped_unparsed": 0}
     assert rows.select("prompt", "io", "s", "order").rows() == [
         ("Then, Mary and John went to the park. Then John gave a ball to", "Mary", "John", "ABBA"),
@@ -310,10 +311,10 @@ def test_a_repeated_capitalised_word_is_not_taken_for_the_subject():
     odd = ["Then, Zara and Quill went to the park. Then Quill gave a ball to Zara",
            "Then, Quill and Zara went to the park. Zara gave a ball to Quill"]
     none = {"places": [], "objects": [], "names": []}
-    rows, counts = ioi.match_templates(odd, ioi.load_templates(), none)
+    rows, counts = fahamu.match_templates(odd, ioi_templates.load_templates(), none)
     assert counts["dropped_unparsed"] == 0 and rows.select("io", "s").rows() == [("Zara", "Quill"), ("Quill", "Zara")]
     # a word that is neither on the list nor ever in the IO slot: no name to tell S by, dropped
-    rows, counts = ioi.match_templates(odd[:1], ioi.load_templates(), none)
+    rows, counts = fahamu.match_templates(odd[:1], ioi_templates.load_templates(), none)
     assert counts["dropped_unparsed"] == 1
 
 
@@ -334,13 +335,14 @@ def test_prompts_with_unknown_tokens_are_counted_and_dropped_or_kept(tmp_path, t
     from helpers import card_for
 
     from circuitloc.engine import datasets as D
+    from circuitloc.engine.settings import JobSettings
 
     src = tmp_path / "fahamu.parquet"
     pl.DataFrame({"ioi_sentences": UNK_SENTENCES}).write_parquet(src)
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     cfg = {"source": {"kind": "fahamu", "path": str(src)}, "n": 20, "n_score": 2, "unknown_tokens": choice}
     out, filt = tmp_path / "ioi.parquet", tmp_path / "ioi.filter.json"
-    D.build_dataset("ioi", card, cfg, 0, out, filt, batch_tokens=4096, inputs={"fahamu": str(src)})
+    D.build_dataset(JobSettings(card=card, batch_tokens=4096, task="ioi"), cfg, {"fahamu": str(src)}, out, filt)
     df, counts = pl.read_parquet(out), json.loads(filt.read_text())
     tok = word_tokenizer()
     unknown = [s for s in UNK_SENTENCES if tok.unk_token_id in tok(s, add_special_tokens=False)["input_ids"]]

@@ -12,7 +12,7 @@ import pytest
 from test_tasks import FACT_ROWS, write_facts
 
 from circuitloc.errors import DatasetError, ModelSourceError
-from circuitloc.tasks import facts, ioi
+from circuitloc.tasks import facts, fahamu, ioi, ioi_templates
 
 
 def _one_line(excinfo, path) -> str:
@@ -104,7 +104,7 @@ def test_unreadable_or_empty_fahamu_file_is_named_not_blamed_on_a_filter(tmp_pat
     path = tmp_path / "mecha_ioi_200k.parquet"
     make(path)
     with pytest.raises(DatasetError) as e:
-        ioi.read_fahamu(path, pool=None, seed=0)
+        fahamu.read_fahamu(path, pool=None, seed=0)
     msg = _one_line(e, path)
     assert what in msg and "dropped_unparsed" not in msg, msg
 
@@ -113,7 +113,7 @@ def test_binary_column_of_utf8_sentences_is_read_as_text(tmp_path):
     truth = ioi.synthetic_fahamu(50, 3)
     path = tmp_path / "bin.parquet"
     pl.DataFrame({"ioi_sentences": [s.encode() for s in truth["sentence"]]}).write_parquet(path)
-    rows, counts = ioi.read_fahamu(path, pool=None, seed=0)
+    rows, counts = fahamu.read_fahamu(path, pool=None, seed=0)
     assert counts["matched_template"] == 50 and rows["prompt"].to_list() == truth["prompt"].to_list()
 
 
@@ -181,7 +181,7 @@ def test_ioi_resource_and_neutral_text_that_are_not_text_are_named(tmp_path):
     names = tmp_path / "names.txt"
     names.write_bytes(b"Mary\nJo\xe9l\n")  # Latin-1, not UTF-8
     with pytest.raises(DatasetError) as e:
-        ioi._lines(names)
+        ioi_templates.resource_lines(names)
     assert "IOI resource file is not UTF-8 text" in _one_line(e, names)
     text = tmp_path / "neutral.txt"
     text.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")

@@ -14,49 +14,108 @@ from workflow_helpers import ROOT, copy_workflow, smk, smk_env
 from circuitloc.plan import vocab
 
 SRC = ROOT / "src" / "circuitloc"
-NAMES = {"ioi", "induction", "facts", "facts_shared", "neutral", *vocab.KINDS}
+PLUGINS = ROOT / "tests" / "plugins"
 # where names may decide behaviour: the vocabulary itself and the task modules
-ALLOWED = {SRC / "vocab.py", *(SRC / "tasks").glob("*.py")}
+ALLOWED = {SRC / "plan" / "vocab.py", *(SRC / "tasks").glob("*.py")}
 
 
-def _deciding_literals(tree) -> list[tuple[int, str]]:
-    """String literals naming a task or kind in a comparison (==, !=, in, not in) or in
-    startswith/endswith: a decision by name."""
+def _plugins() -> list[str]:
+    """The task and kind modules of the test suite (tests/plugins), registered like a config's."""
+    if str(PLUGINS) not in sys.path:
+        sys.path.insert(0, str(PLUGINS))
+    return vocab.load_task_modules(sorted(p.stem for p in PLUGINS.glob("*.py")))
+
+
+def registered_names() -> tuple[set, set]:
+    """(names, constants): every registered task's and kind's name and every task's metric names,
+    read from the registries (a task or kind a test registers is among them); and the vocabulary's
+    constants that hold a task's or kind's name (NEUTRAL, ZERO, MEAN, ...). The floor kinds are words
+    of their own (FLOOR_ZERO is 'zero' too, a floor, not an ablation)."""
+    tasks, kinds = set(vocab.task_names()), set(vocab.kinds())
+    metrics = {m for t in tasks for m in vocab.task(t).metrics}
+
+    def holds_names(v):  # a name, or a tuple of names (a subset of the kinds: REPLACING_KINDS once)
+        items = v if isinstance(v, (tuple, frozenset)) and v else (v,)
+        return all(isinstance(i, str) and i in tasks | kinds for i in items)
+
+    constants = {k for k, v in vars(vocab).items() if k.isupper() and not k.startswith("FLOOR_") and holds_names(v)}
+    return tasks | kinds | metrics, constants
+
+
+def _deciding(tree, names: set, constants: set) -> list[tuple[int, str]]:
+    """A task, kind or metric name deciding behaviour: a literal or a vocabulary constant holding one
+    in a comparison (==, !=, in, not in), a match case or startswith/endswith; a dict literal keyed
+    or valued by names that is looked up at once ({...}[x], {...}.get(x)); a name as .get's fallback."""
     out = []
 
-    def names(node):
-        consts = [node] if isinstance(node, ast.Constant) else \
-            list(node.elts) if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
-        return [c.value for c in consts if isinstance(c, ast.Constant) and c.value in NAMES]
+    def found(node):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [n for e in node.elts for n in found(e)]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            return [node.value]
+        ref = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        return [ref] if ref in constants else []
+
+    def guessing(node):  # {...}[x] or {...}.get(x, ...)
+        if isinstance(node, ast.Dict):
+            return [n for part in node.keys + node.values if part is not None for n in found(part)]
+        return []
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            for side in [node.left, *node.comparators]:
-                out += [(node.lineno, n) for n in names(side)]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("startswith", "endswith"):
-            out += [(node.lineno, n) for a in node.args for n in names(a)]
+            out += [(node.lineno, n) for side in [node.left, *node.comparators] for n in found(side)]
+        elif isinstance(node, ast.MatchValue):
+            out += [(node.lineno, n) for n in found(node.value)]
+        elif isinstance(node, ast.Subscript):
+            out += [(node.lineno, n) for n in guessing(node.value)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("startswith", "endswith"):
+                out += [(node.lineno, n) for a in node.args for n in found(a)]
+            elif node.func.attr == "get":
+                out += [(node.lineno, n) for n in guessing(node.func.value)]
+                out += [(node.lineno, n) for a in node.args[1:] for n in found(a)]
     return out
 
 
-def test_no_task_or_kind_name_decides_behaviour_outside_tasks_and_vocab():
+def decisions_by_name(names: set, constants: set) -> list[str]:
     found = []
     for path in sorted(SRC.rglob("*.py")) + sorted((ROOT / "workflow" / "scripts").glob("*.py")):
         if path not in ALLOWED:
-            found += [f"{path.relative_to(ROOT)}:{ln}: {n!r}" for ln, n in _deciding_literals(ast.parse(path.read_text()))]
-    literal = "|".join(sorted(NAMES))
-    smk_pattern = re.compile(rf"""(==|!=|\bin\b|startswith\()\s*[(\[]?\s*["']({literal})["']""")
+            tree = ast.parse(path.read_text())
+            found += [f"{path.relative_to(ROOT)}:{ln}: {n!r}" for ln, n in _deciding(tree, names, constants)]
+    literal = "|".join(sorted(map(re.escape, names)))
+    const = "|".join(sorted(constants))
+    smk_pattern = re.compile(rf"""(==|!=|\bin\b|startswith\()\s*[(\[]?\s*(["']({literal})["']|(vocab\.)?\b({const})\b)""")
     for path in sorted((ROOT / "rules").glob("*.smk")) + [ROOT / "Snakefile"]:
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if smk_pattern.search(line.split("#")[0]):
                 found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
-    assert not found, "names deciding behaviour outside tasks/ and vocab.py:\n" + "\n".join(found)
+    return found
 
 
-def test_the_grep_finds_a_decision_by_name():
-    """The check above can fail: the branches it replaced are found."""
-    old = 'if task == "facts":\n    pass\nif kind != "zero":\n    pass\nx = name.startswith("facts")\n'
-    assert [n for _, n in _deciding_literals(ast.parse(old))] == ["facts", "zero", "facts"]
+def test_no_task_or_kind_name_decides_behaviour_outside_tasks_and_vocab():
+    _plugins()
+    found = decisions_by_name(*registered_names())
+    assert not found, "names deciding behaviour outside tasks/ and plan/vocab.py:\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_decision_by_name():
+    """The check above can fail: the branches it replaced are found, and so is a task or kind a
+    test registers, with no list of names to update."""
+    assert "recall" in _plugins() and "pooled" in vocab.kinds()
+    names, constants = registered_names()
+    assert {"ioi", "facts_shared", "neutral", "zero", "resample", "recall", "pooled", "accuracy"} <= names
+    assert {"NEUTRAL", "ZERO", "MEAN", "RESAMPLE"} <= constants and "FLOOR_ZERO" not in constants
+    old = ('if task == "facts":\n    pass\nif kind != "zero":\n    pass\nx = name.startswith("facts")\n'
+           'if target != NEUTRAL:\n    pass\nif t == vocab.NEUTRAL:\n    pass\n'
+           'if "accuracy" in extras:\n    pass\n'
+           'task = task or {"baseline_ld": "ioi"}.get(col, "facts")\n'
+           'if a in ("recall", "pooled"):\n    pass\nmatch k:\n    case "mean":\n        pass\n'
+           'if kind == FLOOR_ZERO or spec.floor(m) == vocab.FLOOR_ZERO:\n    pass\n'
+           'if kind in vocab.SOME_KINDS:\n    pass\n')
+    got = sorted(_deciding(ast.parse(old), names, constants | {"SOME_KINDS"}))
+    assert got == [(1, "facts"), (3, "zero"), (5, "facts"), (6, "NEUTRAL"), (8, "NEUTRAL"), (10, "accuracy"),
+                   (12, "facts"), (12, "ioi"), (13, "pooled"), (13, "recall"), (16, "mean"), (20, "SOME_KINDS")], got
 
 
 # the modules of the table, figure and analysis jobs, and the scripts that run them (no threads)
@@ -97,10 +156,8 @@ def test_unknown_names_are_errors_never_fallbacks():
         vocab.task("iio")
     with pytest.raises(ValueError, match="tasks.facts_shared"):
         vocab.workflow_tasks(["ioi", "facts_shared"])
-    from circuitloc.engine import replacement
-
-    assert set(replacement.KIND_REPLACEMENT) == set(vocab.REPLACING_KINDS)  # every replacing kind has its builder
-    assert set(vocab.REPLACING_KINDS) < set(vocab.KINDS)
+    with pytest.raises(ValueError, match="unknown ablation kind 'median'"):
+        vocab.kind("median")
 
 
 def test_unit_labels_round_trip():

@@ -112,14 +112,29 @@ def ratio_intervals(num, den, w, ci: float = 0.95, method: str = INTERVAL) -> tu
     return _bounds(Resampled(est, boots, se, se_boots, jack), ci, method)
 
 
-def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95,
-                   floor=None) -> dict:
+@dataclass(frozen=True)
+class Bootstrap:
+    """How prompts are resampled: `n` resamples drawn with `seed`, intervals at `ci`
+    (config `bootstrap:` and the run's seed)."""
+
+    n: int
+    seed: int
+    ci: float = 0.95
+
+    @classmethod
+    def of(cls, block: dict | None) -> Bootstrap | None:
+        """From a rule's {n, seed, ci} (None: no intervals)."""
+        return cls(int(block["n"]), int(block["seed"]), float(block.get("ci", 0.95))) if block else None
+
+
+def drop_intervals(clean, ablated, higher_is_better: bool, boot: Bootstrap, floor=None) -> dict:
     """Intervals (`INTERVAL`: studentized) of each unit's drop, resampling prompts (the same draw
     for the clean and every ablated run: paired), and how often each unit is the top unit across
     resamples. clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u
     ablated. With `floor` (the metric when the task is gone: a number, or [N] per prompt), also the
     interval of the damage drop / (clean - floor), a ratio whose numerator and denominator come
     from the same resample (a fixed denominator would understate its width)."""
+    n_boot, seed, ci = boot.n, boot.seed, boot.ci
     clean, ablated = np.asarray(clean, float), np.atleast_2d(np.asarray(ablated, float))
     per_prompt = clean[None, :] - ablated
     if not higher_is_better:
@@ -136,10 +151,11 @@ def drop_intervals(clean, ablated, higher_is_better: bool, n_boot: int, seed: in
     return out
 
 
-def span_interval(clean, floor, higher_is_better: bool, n_boot: int, seed: int, ci: float = 0.95) -> tuple:
+def span_interval(clean, floor, higher_is_better: bool, boot: Bootstrap) -> tuple:
     """Interval (`INTERVAL`) of mean(clean - floor) over prompts (for a loss, floor - clean): how
     clearly the clean metric stands above the metric with the task gone, the denominator of every
     damage ratio. `floor`: a number or one value per prompt, resampled with the prompts."""
+    n_boot, seed, ci = boot.n, boot.seed, boot.ci
     clean = np.asarray(clean, float)
     span = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
     span = span if higher_is_better else -span

@@ -1,11 +1,12 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
 from circuitloc.engine.datasets import build_dataset
+from circuitloc.engine.settings import JobSettings
 from circuitloc.io import read_card
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0], threads=snakemake.threads, seed=snakemake.params.seed)
-run(build_dataset, task_name=snakemake.wildcards.task, card=run(read_card, snakemake.input.card),
-    cfg=snakemake.params.cfg, seed=snakemake.params.seed, out_parquet=snakemake.output.data,
-    out_filter=snakemake.output.filter, batch_tokens=snakemake.params.batch_tokens, device=snakemake.params.device,
-    inputs=dict(snakemake.input.items()))
+job = JobSettings.from_params(dict(snakemake.params.items()), run(read_card, snakemake.input.card),
+                              task=snakemake.wildcards.task)
+run(build_dataset, job, snakemake.params.cfg, dict(snakemake.input.items()), snakemake.output.data,
+    snakemake.output.filter)

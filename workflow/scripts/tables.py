@@ -1,5 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
+from circuitloc.report.jobs import TableFiles, TableJob
 from circuitloc.report.writers import write_table1, write_table2
 from circuitloc.runner import run, setup
 
@@ -9,11 +10,8 @@ def _by_model(files):
 
 
 setup(log_path=snakemake.log[0])
-task, ablation, cards = snakemake.wildcards.task, snakemake.wildcards.ablation, _by_model(snakemake.input.cards)
-curves, scores = _by_model(snakemake.input.curves), _by_model(snakemake.input.scores)
-run(write_table1, task=task, ablation=ablation, cards=cards, scores=scores, curves=curves,
-    threshold=snakemake.params.threshold, out_csv=snakemake.output.table1, out_md=snakemake.output.table1_md,
-    min_heldout=snakemake.params.min_heldout)
-run(write_table2, task=task, ablation=ablation, cards=cards, curves=curves, controls=_by_model(snakemake.input.controls),
-    out_csv=snakemake.output.table2, out_md=snakemake.output.table2_md, scores=scores,
-    min_heldout=snakemake.params.min_heldout)
+job, out = TableJob.from_rule(snakemake.wildcards, dict(snakemake.params.items())), snakemake.output
+cards, curves, scores = (_by_model(getattr(snakemake.input, k)) for k in ("cards", "curves", "scores"))
+run(write_table1, job, cards, scores, curves, TableFiles(out.table1, out.table1_md))
+run(write_table2, job, cards, curves, _by_model(snakemake.input.controls), TableFiles(out.table2, out.table2_md),
+    scores=scores)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -12,7 +13,6 @@ from circuitloc import stats as S
 from circuitloc.engine.scan import Scanner
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.plan.vocab import (  # noqa: F401
-    KINDS,
     LAYER,
     QUERY,
     UNIT_LABEL,
@@ -22,6 +22,7 @@ from circuitloc.plan.vocab import (  # noqa: F401
     unit_label,
 )
 from circuitloc.prompts import Prompts
+from circuitloc.stats import Bootstrap
 from circuitloc.units import Unit
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ def units(card: dict, unit: str = "query") -> list[Unit]:
     return out
 
 
-
-
 def as_sets(unit_rows: list[Unit]) -> dict:
     """The engine's ablation set ({layer: [query heads]}, `scan.Ablation`) that silences all of `unit_rows`."""
     s: dict[int, list[int]] = {}
@@ -57,14 +56,60 @@ def as_sets(unit_rows: list[Unit]) -> dict:
     return s
 
 
-def score_units(scanner: Scanner, prompts: Prompts, unit_rows: list[Unit], task, floor,
-                progress=None, bootstrap: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+@dataclass(frozen=True)
+class Probe:
+    """Where ablations are measured: the scan engine over a set of prompts, scored with a task's
+    metric (`task`: metric_name, metric, extra, higher_is_better). One record instead of three
+    arguments, since a greedy curve is chosen on one probe (the scoring prompts) and reported on
+    another (held out)."""
+
+    scanner: Scanner
+    prompts: Prompts
+    task: object
+
+    def run(self, sets: list, extra: bool = False, progress=None) -> dict:
+        """{metric: [len(sets), N] per-prompt values} of the ranked metric (and, with `extra`, the
+        task's other metrics) under each ablation set."""
+        metrics = {self.task.metric_name: self.task.metric, **(self.task.extra if extra else {})}
+        return self.scanner.run(self.prompts, sets, metrics, progress=progress)
+
+    def means(self, sets: list) -> np.ndarray:
+        """The ranked metric's mean over the prompts under each ablation set."""
+        return self.run(sets)[self.task.metric_name].mean(dim=1).numpy()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a curve's damage divides by: the clean metric and the metric with the task gone
+    (`floor`: a number, or one value per prompt, resampled with the prompts); `clean_pp`: the clean
+    metric per prompt, for damage intervals over prompts."""
+
+    clean: float
+    floor: object
+    clean_pp: object = None
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """A greedy curve's plan (config curves: greedy_candidates, greedy_steps, greedy_stop_damage)."""
+
+    candidates: int
+    steps: int
+    stop_damage: float | None = None
+
+    @classmethod
+    def of(cls, cfg: dict) -> Greedy:
+        return cls(int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"))
+
+
+def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
+                bootstrap: Bootstrap | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Ablate each unit alone. Returns one row per unit (with bootstrap intervals over prompts when
-    `bootstrap` = {n, seed, ci} is given) and the per-prompt metric: a `clean` column and one column
-    per unit, one row per prompt. `floor`: the metric when the task is gone, a number or one value
-    per prompt (induction's no-repeat loss), resampled with the prompts for the damage intervals."""
-    metrics = {task.metric_name: task.metric, **task.extra}
-    res = scanner.run(prompts, [{}] + [as_sets([u]) for u in unit_rows], metrics, progress=progress)
+    `bootstrap` is given) and the per-prompt metric: a `clean` column and one column per unit, one
+    row per prompt. `floor`: the metric when the task is gone, a number or one value per prompt
+    (induction's no-repeat loss), resampled with the prompts for the damage intervals."""
+    task = probe.task
+    res = probe.run([{}] + [as_sets([u]) for u in unit_rows], extra=True, progress=progress)
     name = task.metric_name
     clean_pp, ablated_pp = res[name][0].numpy(), res[name][1:].numpy()
     clean = float(clean_pp.mean())
@@ -95,96 +140,98 @@ def _floor(floor):
     return arr, float(arr.mean())
 
 
-def clean_span(clean_pp, floor_pp, task, bootstrap) -> tuple[float, float]:
+def clean_span(clean_pp, floor_pp, task, bootstrap: Bootstrap) -> tuple[float, float]:
     """Interval of clean - floor over these prompts (`stats.span_interval`): the conditioning rule
     reports a damage percentage only where it lies above 0 (`tables.damage_condition`)."""
-    return S.span_interval(clean_pp, floor_pp, task.higher_is_better, int(bootstrap["n"]), int(bootstrap["seed"]),
-                           float(bootstrap.get("ci", 0.95)))
+    return S.span_interval(clean_pp, floor_pp, task.higher_is_better, bootstrap)
 
 
-def _intervals(clean_pp, ablated_pp, floor, task, bootstrap) -> dict:
+def _intervals(clean_pp, ablated_pp, floor, task, bootstrap: Bootstrap) -> dict:
     """Columns drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the
     same resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
-    iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, int(bootstrap["n"]),
-                          int(bootstrap["seed"]), float(bootstrap["ci"]), floor=floor)
+    iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, bootstrap, floor=floor)
     cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]}
     if "top_freq" in iv and len(iv["lo"]) > 1:
         cols["top_freq"] = iv["top_freq"]
     return cols
 
 
-def _curve_rows(method, order, values, clean, floor, task):
+def _curve_rows(method, order, values, base: Baseline, task):
+    floor = _floor(base.floor)[1]
     rows = []
     for step, (u, v) in enumerate(zip(order, values), start=1):
         rows.append({"method": method, "step": step, "unit": u.label, "layer": u.layer, "head": u.head,
                      task.metric_name: float(v),
-                     "damage": float(M.damage(clean, v, floor, task.higher_is_better))})
+                     "damage": float(M.damage(base.clean, v, floor, task.higher_is_better))})
     return rows
 
 
-def ranked_curve(scanner, prompts, ranked_units, task, clean, floor, max_steps, progress=None,
-                 clean_pp=None, bootstrap=None):
+def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, progress=None,
+                 bootstrap: Bootstrap | None = None):
     """Units ablated cumulatively in descending single-unit order (and, per step, the task's extra
-    metrics beside its own); with per-prompt clean values and `bootstrap`, each step carries a
-    damage interval over prompts. `floor`: a number or one value
-    per prompt (then resampled with the prompts)."""
-    floor_pp, floor = _floor(floor)
+    metrics beside its own); with `base.clean_pp` and `bootstrap`, each step carries a damage
+    interval over prompts (the floor resampled with the prompts where it is one value per prompt)."""
+    task = probe.task
+    floor_pp, _ = _floor(base.floor)
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
-    res = scanner.run(prompts, sets, {task.metric_name: task.metric, **task.extra}, progress=progress)
+    res = probe.run(sets, extra=True, progress=progress)
     per_prompt = res[task.metric_name]
     vals = per_prompt.mean(dim=1).numpy()
-    rows = _curve_rows("ranked", order, vals, clean, floor, task)
+    rows = _curve_rows("ranked", order, vals, base, task)
     for extra in task.extra:  # facts: the metrics it is not ranked on (accuracy, ...), at every step
         for r, v in zip(rows, res[extra].mean(dim=1).numpy()):
             r[extra] = float(v)
-    if bootstrap and clean_pp is not None:
-        iv = _intervals(clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
+    if bootstrap and base.clean_pp is not None:
+        iv = _intervals(base.clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
         iv.pop("top_freq", None)
         rows = [{**r, **{k: float(v[i]) for k, v in iv.items()}} for i, r in enumerate(rows)]
     return rows
 
 
-def greedy_curve(scanner, prompts, ranked_units, task, clean, floor, candidates, max_steps, stop_damage=None,
-                 select=None):
+def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, select: tuple | None = None):
     """Each step adds the candidate whose addition does most damage; the pool holds the top
-    `candidates` units of the ranking not yet chosen and refills from it after every step, so the
-    curve runs up to `max_steps` (or every unit), not only as many steps as the pool is large.
+    `plan.candidates` units of the ranking not yet chosen and refills from it after every step, so
+    the curve runs up to `plan.steps` (or every unit), not only as many steps as the pool is large.
 
-    `select` = (scanner, prompts, clean) of the prompts the choice is made on (the scoring prompts);
-    the curve is reported on `prompts` (held out), so heads-to-threshold on it is not selected
-    in-sample. Without `select` the choice is made on `prompts` themselves (in-sample). It stops
-    early once the reported damage reaches stop_damage (1.0: the task is gone)."""
-    sel_scanner, sel_prompts, sel_clean = select if select is not None else (scanner, prompts, clean)
+    `select` = (probe, clean) of the prompts the choice is made on (the scoring prompts); the curve
+    is reported on `probe` (held out), so heads-to-threshold on it is not selected in-sample.
+    Without `select` the choice is made on `probe` itself (in-sample). It stops early once the
+    reported damage reaches `plan.stop_damage` (1.0: the task is gone)."""
+    task = probe.task
+    sel, sel_clean = select if select is not None else (probe, base.clean)
+    floor = _floor(base.floor)[1]
     ranked_units = list(ranked_units)
     chosen, vals = [], []
-    for _ in range(min(max_steps, len(ranked_units))):
+    for _ in range(min(plan.steps, len(ranked_units))):
         taken = {u.label for u in chosen}
-        pool = [u for u in ranked_units if u.label not in taken][:candidates]
-        trial = [as_sets(chosen + [u]) for u in pool]
-        v = sel_scanner.run(sel_prompts, trial, {task.metric_name: task.metric})[task.metric_name].mean(dim=1).numpy()
+        pool = [u for u in ranked_units if u.label not in taken][: plan.candidates]
+        v = sel.means([as_sets(chosen + [u]) for u in pool])
         best = int(np.argmax(M.drop(sel_clean, v, task.higher_is_better)))
         chosen.append(pool[best])
-        out = scanner.run(prompts, [as_sets(chosen)], {task.metric_name: task.metric})[task.metric_name]
-        vals.append(float(out.mean(dim=1).numpy()[0]))
-        dmg = float(M.damage(clean, vals[-1], floor, task.higher_is_better))
+        vals.append(float(probe.means([as_sets(chosen)])[0]))
+        dmg = float(M.damage(base.clean, vals[-1], floor, task.higher_is_better))
         log.info("greedy step %d: %s damage %.3f", len(chosen), chosen[-1].label, dmg)
-        if stop_damage is not None and dmg >= stop_damage:
+        if plan.stop_damage is not None and dmg >= plan.stop_damage:
             break
-    return _curve_rows("greedy", chosen, vals, clean, floor, task)
+    return _curve_rows("greedy", chosen, vals, base, task)
 
 
-def random_control(scanner, prompts, unit_rows, task, clean, n_layers, draws, seed, exclude=()):
-    """Negative control: single random units, never the units in `exclude` (the top unit), from
-    every layer of a model with fewer than six layers, else from its middle third of layers
-    (`metrics.control_layers`: the middle third of a 2-layer model was layer 0, the top unit's own)."""
+def control_pool(unit_rows: list[Unit], n_layers: int, exclude=()) -> list[Unit]:
+    """The negative control's candidates: units of every layer of a model with fewer than six
+    layers, else of its middle third of layers (`metrics.control_layers`: the middle third of a
+    2-layer model was layer 0, often the top unit's own), never the units in `exclude` (the top unit)."""
     lo, hi = M.control_layers(n_layers)
     exclude = set(exclude)
-    mid = [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
+    return [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
+
+
+def random_control(probe: Probe, pool: list[Unit], clean: float, draws: int, seed: int) -> pl.DataFrame:
+    """Negative control: up to `draws` single units of `pool` (`control_pool`), drawn with `seed`."""
+    task = probe.task
     rng = np.random.default_rng(seed)
-    picks = [mid[i] for i in rng.choice(len(mid), size=min(draws, len(mid)), replace=False)]
-    v = scanner.run(prompts, [as_sets([u]) for u in picks], {task.metric_name: task.metric})[task.metric_name]
-    v = v.mean(dim=1).numpy()
+    picks = [pool[i] for i in rng.choice(len(pool), size=min(draws, len(pool)), replace=False)]
+    v = probe.means([as_sets([u]) for u in picks])
     return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u.label for u in picks],
                          "layer": [u.layer for u in picks], "head": [u.head for u in picks],
                          task.metric_name: v, "drop": np.asarray(M.drop(clean, v, task.higher_is_better))},

@@ -1,35 +1,38 @@
 """The dataset stage: each task's prompts for one model (built by the task's module) with the row
-counts each filter removed, and the family-shared facts set."""
+counts each filter removed, and the datasets of family-shared conditions."""
 
 from __future__ import annotations
 
+import importlib
+
 from circuitloc import io
 from circuitloc.engine.job import engine_label
+from circuitloc.engine.settings import JobSettings
 from circuitloc.errors import DatasetError
 from circuitloc.models.load import load_engine, scanner_for
+from circuitloc.plan import vocab
 from circuitloc.runner import log
-from circuitloc.tasks import facts as facts_task
 from circuitloc.tasks.common import pad_id
 from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import build_dataset as task_dataset
 from circuitloc.tasks.registry import task_of
 
 
-def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet, out_filter, batch_tokens,
-                  device="cpu", inputs: dict | None = None):
+def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet, out_filter):
     """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
-    removed. `inputs`: the resource files the rule declares (ioi_templates, ioi_names, ..., or
-    ioi_templates and fahamu, facts); the job reads exactly those (default: the shipped
-    resources and the configured paths)."""
+    removed. `cfg`: the task's dataset config; `inputs`: the resource files the rule declares
+    (ioi_templates, ioi_names, ..., or ioi_templates and fahamu, facts); the job reads exactly those
+    (None: the shipped resources and the configured paths)."""
 
-    model, tok = load_engine(card, device)
+    task_name, card = job.task, job.card
+    model, tok = load_engine(card, job.device)
 
     def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
-        scanner = scanner_for(card, (model, tok), batch_tokens, device, card.get("engine", "auto"))
+        scanner = scanner_for(card, (model, tok), job.batch_tokens, job.device, card.get("engine", "auto"))
         scanner.label = engine_label(card, task_name, engine=scanner.engine)
         return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
 
-    df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, seed, inputs=inputs,
+    df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, job.seed, inputs=inputs,
                               form=card.get("facts_form", "natural"), last_logits=last_logits)
     if len(df) == 0:
         raise DatasetError(f"{task_name}/{card['name']}: no rows survive the filters: {counts}")
@@ -40,9 +43,11 @@ def build_dataset(task_name: str, card: dict, cfg: dict, seed: int, out_parquet,
     log.info("%s/%s: %s", task_name, card["name"], counts)
 
 
-def build_shared_facts(model: str, member_paths: dict, n_score: int, out_parquet, out_filter):
-    """Facts every model of the family knows (`tasks.facts.shared_dataset`)."""
-    frames = {m: io.read_parquet(p, facts_task.KEY, "facts dataset") for m, p in member_paths.items()}
-    df, counts = facts_task.shared_dataset(model, frames, n_score)
+def build_shared(task_name: str, model: str, member_paths: dict, n_score: int, out_parquet, out_filter):
+    """A family-shared condition's dataset for one model: the prompts of its base task that every
+    model of the family has (the base task module's `shared_dataset`), from the members' datasets."""
+    base = vocab.base_task(task_name)
+    frames = {m: io.read_parquet(p, (), f"{base.name} dataset") for m, p in member_paths.items()}
+    df, counts = importlib.import_module(base.module).shared_dataset(model, frames, n_score)
     io.write_parquet(df, out_parquet)
-    io.write_json({"task": "facts_shared", "model": model, **counts}, out_filter)
+    io.write_json({"task": task_name, "model": model, **counts}, out_filter)

@@ -13,8 +13,8 @@ from circuitloc import io
 from circuitloc.engine import ablation as A
 from circuitloc.engine import replacement as R
 from circuitloc.engine.scan import VERIFIED
+from circuitloc.engine.settings import JobSettings
 from circuitloc.models.load import bridge_over, load_engine, scanner_for
-from circuitloc.plan import vocab
 from circuitloc.tasks import registry
 from circuitloc.tasks.common import pad_id
 from circuitloc.tasks.common import prompts as to_prompts
@@ -38,31 +38,32 @@ def read_ranked(scores_path) -> pl.DataFrame:
 
 class AblationJob:
     """What a score, curve or specificity job holds: one model and task, the prompts it runs, the
-    scan engine over them and, for mean and resample ablation, each head's replacement output.
+    scan engine over them and, for a kind that replaces a unit's output, that replacement.
 
-    `task_name`: ioi, induction, facts, facts_shared or neutral; `card`: the model card; `dataset`:
-    the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query, mean-kv,
-    resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their positions in
-    the dataset), `prompts`, `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of
-    prompts whose replacement came from aligned prompts; NaN for zero ablation), and `floor()`,
+    `settings`: the job's record (`settings.JobSettings`: task, card, metric, min_group, seed, ...);
+    `dataset`: the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query,
+    mean-kv, resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their
+    positions in the dataset), `prompts`, `probe` (`ablation.Probe`: scanner, prompts, task),
+    `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of prompts whose
+    replacement came from aligned prompts; NaN for a kind that builds none), and `floor()`,
     `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean, and
     `engine`: which engine scans (scan: the fast exact engine; bridge: TransformerLens' generic
     path), chosen by `models.load.scanner_for` from the card's architecture (a card's `engine`, when
     set, forces one)."""
 
-    def __init__(self, *, task_name, card, dataset, ablation, batch_tokens, rows=None, device="cpu",
-                 opts: dict | None = None, loaded=None, self_check: bool = True, metric: str | None = None):
+    def __init__(self, settings: JobSettings, dataset, ablation: str, rows=None, loaded=None,
+                 self_check: bool = True):
         """Scores use the rows marked for scoring; curves pass `rows` (a slice or row positions:
-        `tasks.common.curve_rows`, held-out rows by default). `opts`: the config's `ablation` block
-        (min_group) and seed; `loaded`: a (model, tokenizer) to reuse. `self_check`: compare the
-        engine with a plain forward of the model first (a few prompts). `metric`: the facts metric
-        (config `tasks.facts.metric`; None: margin)."""
+        `tasks.common.curve_rows`, held-out rows by default). `loaded`: a (model, tokenizer) to
+        reuse. `self_check`: compare the engine with a plain forward of the model first (a few
+        prompts)."""
 
-        opts = opts or {}
-        self.task = task_of(task_name, metric)
-        self.card, self.device = card, device
+        task_name, card = settings.task, settings.card
+        self.settings = settings
+        self.task = task_of(task_name, settings.metric)
+        self.card, self.device = card, settings.device
         self.kind, self.unit = A.parse_ablation(ablation)
-        self.model, self.tok = loaded or load_engine(card, device)
+        self.model, self.tok = loaded or load_engine(card, settings.device)
         full_df = dataset if isinstance(dataset, pl.DataFrame) else \
             io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset")
         everyone = np.arange(len(full_df))
@@ -70,7 +71,9 @@ class AblationJob:
         self.df = full_df[self.rows_in_full]
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
-        self.scanner = scanner_for(card, (self.model, self.tok), batch_tokens, device, card.get("engine", "auto"))
+        self.scanner = scanner_for(card, (self.model, self.tok), settings.batch_tokens, settings.device,
+                                   card.get("engine", "auto"))
+        self.probe = A.Probe(self.scanner, self.prompts, self.task)
         self.engine = self.scanner.engine
         if self.engine == "bridge":
             self._bridge = self.scanner.bridge
@@ -86,22 +89,21 @@ class AblationJob:
             log.info("engine self-check %s: max |engine - plain forward| %s", self.scanner.label,
                      {k: f"{v:.2g}" for k, v in errors.items()})
         self.aligned = float("nan")
-        if self.kind in vocab.REPLACING_KINDS:
-            if "min_group" not in opts:
-                raise ValueError(f"{ablation}: needs opts['min_group'] (config ablation.min_group) and opts['seed']")
-            self.scanner.replacement = self._replacement(full_df, int(opts["min_group"]), int(opts.get("seed", 0)))
+        build = R.builder(self.kind)
+        if build is not None:
+            self.scanner.replacement = self._replacement(build, full_df, ablation)
         self.units = A.units(card, self.unit)
 
-    def _replacement(self, full_df, min_group, seed) -> dict:
-        """The replacement output of the job's kind (`replacement.KIND_REPLACEMENT`), and the share of
-        prompts whose replacement came from aligned prompts."""
+    def _replacement(self, build, full_df, ablation) -> dict:
+        """The replacement output of the job's kind (its builder, named by the kind's registration),
+        and the share of prompts whose replacement came from aligned prompts."""
 
-        build = R.KIND_REPLACEMENT.get(self.kind)
-        if build is None:
-            raise ValueError(f"ablation kind {self.kind!r} has no replacement output (replacement.KIND_REPLACEMENT)")
-        full = to_prompts(full_df, self.task, self.pad)
-        replacement, self.aligned = build(self.scanner, full, full_df, self.task.align, self.rows_in_full,
-                                          min_group, seed)
+        if self.settings.min_group is None:
+            raise ValueError(f"{ablation}: needs min_group (config ablation.min_group)")
+        ctx = R.ReplacementContext(scanner=self.scanner, prompts=to_prompts(full_df, self.task, self.pad),
+                                   rows=full_df, task=self.task, target=self.rows_in_full,
+                                   min_group=self.settings.min_group, seed=self.settings.seed)
+        replacement, self.aligned = build(ctx)
         return replacement
 
     @property

@@ -13,13 +13,16 @@ Replacements are dicts layer -> tensor broadcastable to [N, T, H, Dh] (see Scann
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 import torch
 
 from circuitloc.engine.layout import hooked
 from circuitloc.engine.scan import Scanner
-from circuitloc.plan.vocab import MEAN, RESAMPLE
+from circuitloc.plan import vocab
 from circuitloc.prompts import Prompts
 
 
@@ -131,24 +134,52 @@ def resample_replacement(scanner: Scanner, source: Prompts, target, sources) -> 
     return out
 
 
-# ---- one entry per ablation kind that replaces a unit's output (circuitloc.plan.vocab.REPLACING_KINDS) --
-def for_mean(scanner: Scanner, full: Prompts, full_df: pl.DataFrame, align: tuple, rows, min_group: int, seed: int):
+# ---- the builders of the kinds that replace a unit's output (named by circuitloc.plan.vocab.KindSpec) --
+@dataclass(frozen=True)
+class ReplacementContext:
+    """Everything a kind's builder may use, as one record, so a new kind's builder takes what it
+    needs from it and its signature never grows with what other kinds need: the scanner (hooks,
+    head layout), the whole task set as prompts and as dataset rows (alignment columns), the task
+    (`align`: the columns along which positions align), the positions in the set of the prompts
+    the job runs (`target`), the config's `ablation.min_group` and the run's seed."""
+
+    scanner: Scanner
+    prompts: Prompts
+    rows: pl.DataFrame
+    task: object
+    target: np.ndarray
+    min_group: int
+    seed: int
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return (self.prompts.last_pos + 1).numpy()
+
+
+def builder(kind: str):
+    """The replacement builder of an ablation kind, from its one registration (the vocabulary's
+    KindSpec: "module:function"); None for a kind whose units output zero."""
+    path = vocab.kind(kind).builder
+    if path is None:
+        return None
+    module, _, name = path.partition(":")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise ValueError(f"ablation kind {kind!r}: its builder {path!r} is not a function")
+    return fn
+
+
+def for_mean(ctx: ReplacementContext):
     """Mean ablation of a job: per-position means within aligned groups of >= min_group prompts of
     the whole task set, else the mean over positions. Returns (replacement, share aligned)."""
-    lengths = (full.last_pos + 1).numpy()
-    groups = aligned_groups(full_df, align, lengths, min_group)
-    return mean_replacement(scanner, full, rows, groups), float((groups[rows] >= 0).mean())
+    groups = aligned_groups(ctx.rows, ctx.task.align, ctx.lengths, ctx.min_group)
+    return mean_replacement(ctx.scanner, ctx.prompts, ctx.target, groups), float((groups[ctx.target] >= 0).mean())
 
 
-def for_resample(scanner: Scanner, full: Prompts, full_df: pl.DataFrame, align: tuple, rows, min_group: int,
-                 seed: int):
+def for_resample(ctx: ReplacementContext):
     """Resample ablation of a job: another prompt of the set, aligned where possible. Returns
     (replacement, share of prompts whose source is aligned)."""
-    lengths = (full.last_pos + 1).numpy()
-    groups = aligned_groups(full_df, align, lengths, 2)
-    src = resample_sources(groups, lengths, rows, seed)
-    aligned = float(((groups[src] == groups[rows]) & (groups[src] >= 0)).mean())
-    return resample_replacement(scanner, full, rows, src), aligned
-
-
-KIND_REPLACEMENT = {MEAN: for_mean, RESAMPLE: for_resample}
+    groups = aligned_groups(ctx.rows, ctx.task.align, ctx.lengths, 2)
+    src = resample_sources(groups, ctx.lengths, ctx.target, ctx.seed)
+    aligned = float(((groups[src] == groups[ctx.target]) & (groups[src] >= 0)).mean())
+    return resample_replacement(ctx.scanner, ctx.prompts, ctx.target, src), aligned

@@ -15,6 +15,7 @@ import difflib
 from pathlib import Path
 
 import yaml
+from jsonschema import Draft202012Validator, validators
 
 from circuitloc.errors import ConfigError
 
@@ -70,7 +71,8 @@ def cli_values(value):
     return value
 
 
-def _apply(cfg: dict, layer: dict) -> dict:
+def overlay(cfg: dict, layer: dict) -> dict:
+    """One layer on top of `cfg` (see `effective_config`)."""
     for key in REPLACED:
         if key in layer:
             cfg = {**cfg, key: {}}
@@ -85,9 +87,9 @@ def effective_config(default, configfiles=(), overrides=None) -> dict:
     so does a layer's `sweep:` section (its toys are the models) when it has no `models:`."""
     cfg = load_layer(default) if default else {}
     for path in configfiles or ():
-        cfg = _apply(cfg, load_layer(path))
+        cfg = overlay(cfg, load_layer(path))
     if overrides:
-        cfg = _apply(cfg, cli_values(dict(overrides)))
+        cfg = overlay(cfg, cli_values(dict(overrides)))
     return cfg
 
 
@@ -149,5 +151,73 @@ def check_unknown_keys(config: dict, schema_path) -> None:
     """Raise ConfigError listing every unknown key (a typo would otherwise silently mean the default)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
     problems = unknown_keys(config, schema)
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+# ---- Validation, with the schema's defaults filled in -----------------------------------------------
+
+def _with_defaults(validator_class):
+    """A validator that also sets each absent property that has a `default` (in every block the
+    schema reaches, `$ref` included), as Snakemake's own `validate` does."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, schema):
+        if isinstance(instance, dict):
+            for key, sub in props.items():
+                if "default" in sub:
+                    instance.setdefault(key, copy.deepcopy(sub["default"]))
+        yield from check_properties(validator, props, instance, schema)
+
+    return validators.extend(validator_class, {"properties": properties})
+
+
+_Validator = _with_defaults(Draft202012Validator)
+
+
+def load_schema(schema_path) -> dict:
+    return yaml.safe_load(Path(schema_path).read_text())
+
+
+_TYPES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+          "array": "a list", "object": "a mapping of keys to values", "null": "null"}
+
+
+def _short(value, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + " ..."
+
+
+def _expected(error) -> str:
+    """What the schema wanted where `error` stands, in words."""
+    kind, want = error.validator, error.validator_value
+    if kind == "type":
+        return " or ".join(_TYPES.get(t, t) for t in ([want] if isinstance(want, str) else want))
+    words = {"enum": lambda: "one of " + ", ".join(map(str, want)), "const": lambda: repr(want),
+             "minimum": lambda: f"at least {want}", "maximum": lambda: f"at most {want}",
+             "exclusiveMinimum": lambda: f"more than {want}", "exclusiveMaximum": lambda: f"less than {want}",
+             "minItems": lambda: f"at least {want} item{'s' * (want != 1)}",
+             "maxItems": lambda: f"at most {want} item{'s' * (want != 1)}",
+             "uniqueItems": lambda: "no item twice", "pattern": lambda: f"a string matching {want}",
+             "minProperties": lambda: f"at least {want} key{'s' * (want != 1)}"}
+    return words[kind]() if kind in words else error.message
+
+
+def schema_error(error) -> str:
+    """One line for a jsonschema error: the dotted key, its value and what was expected, e.g.
+    "config: tasks.ioi.n_score = 'twenty': expected an integer"."""
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        return f"config: {where or '(top level)'}: missing the required key {missing[0]!r}"
+    if error.validator == "propertyNames":
+        return f"config: {where}: key {error.instance!r} is not allowed ({error.message})"
+    return f"config: {where or '(top level)'} = {_short(error.instance)}: expected {_expected(error)}"
+
+
+def validate(config: dict, schema: dict) -> None:
+    """Check `config` against the schema, filling in its defaults in place. Every problem is one line
+    of the ConfigError (see `schema_error`)."""
+    problems = list(dict.fromkeys(map(schema_error, _Validator(schema).iter_errors(config))))
     if problems:
         raise ConfigError("\n".join(problems))

@@ -1,70 +1,109 @@
 """The words every layer of circuitloc shares, as plain data: tasks, ablation kinds and units, unit
 labels, resource inputs. Standard library only, so the Snakefile, the rules and the table and figure jobs read the
-same definitions as the engine without importing torch. A task's behaviour (dataset builder,
-metrics, floor) lives in its module (`TaskSpec.module`); defaults live in config/schema.yaml."""
+same definitions as the engine without importing torch. Each task and each kind is registered here
+once: a task's behaviour (dataset builder, metrics, floor) lives in its module (`TaskSpec.module`),
+a kind's replacement builder in the function its `KindSpec.builder` names; defaults live in
+config/schema.yaml."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from circuitloc.plan import (
-    hub,  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan import hub  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan.labels import (  # noqa: F401  (the vocabulary's unit words, one import for its users)
+    KV,
+    LABEL_FORMAT,
+    LAYER,
+    QUERY,
+    TOP_COLUMN,
+    UNIT_LABEL,
+    UNITS,
+    unit_kind,
+    unit_label,
 )
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;
 # resample: its output on another prompt of the set. A unit is a query head, a kv group (every query
 # head that shares one key/value head) or a layer (every query head of one layer).
-KINDS = ("zero", "mean", "resample")
-ZERO, MEAN, RESAMPLE = KINDS
-UNITS = ("query", "kv", "layer")
-QUERY, KV, LAYER = UNITS
-# kinds whose replacement output is computed from the task set (circuitloc.engine.replacement.KIND_REPLACEMENT)
-REPLACING_KINDS = (MEAN, RESAMPLE)
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # no '-': an ablation is named kind-unit
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """An ablation kind, the one registration of it: its name, and where its replacement builder
+    lives as "module:function" (imported only by the job that runs the kind, so the plan knows every
+    kind without importing torch). The builder takes one `engine.replacement.ReplacementContext` and
+    returns (replacement, share of prompts aligned); None: the unit outputs zero (the engine's
+    default, nothing to build)."""
+
+    name: str
+    builder: str | None = None
+
+
+BUILTIN_KINDS = (
+    KindSpec("zero"),
+    KindSpec("mean", "circuitloc.engine.replacement:for_mean"),
+    KindSpec("resample", "circuitloc.engine.replacement:for_resample"),
+)
+ZERO, MEAN, RESAMPLE = (k.name for k in BUILTIN_KINDS)
+_KINDS: dict[str, KindSpec] = {k.name: k for k in BUILTIN_KINDS}
+
+
+def register_kind(spec: KindSpec) -> KindSpec:
+    """Add a kind defined outside circuitloc (its module's `KIND`); a name may not be reused by a
+    different spec."""
+    if not KIND_NAME.match(spec.name):
+        raise ValueError(f"ablation kind name {spec.name!r}: lowercase letters, digits and _ only (no '-')")
+    old = _KINDS.get(spec.name)
+    if old is not None and old != spec:
+        raise ValueError(f"ablation kind {spec.name!r} is already defined (builder {old.builder})")
+    _KINDS[spec.name] = spec
+    return spec
+
+
+def kinds() -> tuple[str, ...]:
+    """Every registered kind's name, built-in first (the configured modules' kinds loaded)."""
+    load_task_modules()
+    return tuple(_KINDS)
+
+
+def kind(name: str) -> KindSpec:
+    """The spec of a kind by name; kinds of configured modules are loaded on first use."""
+    if name not in _KINDS:
+        load_task_modules()
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown ablation kind {name!r}: expected one of {', '.join(_KINDS)} "
+                         f"(a kind of your own: its module in config task_modules)") from None
 
 
 def parse_ablation(name: str) -> tuple[str, str]:
     """'zero-query' -> (zero, query); 'mean-kv' -> (mean, kv); a bare kind means query heads. An
     unknown kind or unit is an error, never a fallback."""
-    kind, _, unit = str(name).partition("-")
+    kind_name, _, unit = str(name).partition("-")
     unit = unit or "query"
-    if kind not in KINDS or unit not in UNITS:
-        raise ValueError(f"unknown ablation {name!r}: expected {'|'.join(KINDS)}-{'|'.join(UNITS)}")
-    return kind, unit
+    if kind_name not in _KINDS:
+        load_task_modules()
+    if kind_name not in _KINDS or unit not in UNITS:
+        raise ValueError(f"unknown ablation {name!r}: expected {'|'.join(_KINDS)}-{'|'.join(UNITS)} "
+                         f"(a kind of your own: its module in config task_modules)")
+    return kind_name, unit
 
 
-def ablation_name(kind: str, unit: str) -> str:
-    parse_ablation(f"{kind}-{unit}")
-    return f"{kind}-{unit}"
+def ablation_name(kind_name: str, unit: str) -> str:
+    parse_ablation(f"{kind_name}-{unit}")
+    return f"{kind_name}-{unit}"
 
 
-ABLATION_PATTERN = f"({'|'.join(KINDS)})-({'|'.join(UNITS)})"  # a Snakemake wildcard constraint
-
-# ---- unit labels -----------------------------------------------------------------------------------
-# One label per unit in every artifact: a query head L{layer}H{head}, a kv group L{layer}G{group}, a
-# layer L{layer}; the column that names a table's top unit follows the unit.
-UNIT_LABEL = {QUERY: re.compile(r"^L\d+H\d+$"), KV: re.compile(r"^L\d+G\d+$"), LAYER: re.compile(r"^L\d+$")}
-TOP_COLUMN = {QUERY: "top_head", KV: "top_kv_group", LAYER: "top_layer"}
-
-
-LABEL_FORMAT = {QUERY: "L{layer}H{index}", KV: "L{layer}G{index}", LAYER: "L{layer}"}
-
-
-def unit_label(unit: str, layer: int, index: int = 0) -> str:
-    if unit not in LABEL_FORMAT:
-        raise ValueError(f"unknown unit {unit!r}: expected one of {', '.join(UNITS)}")
-    return LABEL_FORMAT[unit].format(layer=layer, index=index)
-
-
-def unit_kind(label: str) -> str:
-    """'L3H1' -> query, 'L3G0' -> kv, 'L3' -> layer (the kind of unit a label names)."""
-    for kind, pattern in UNIT_LABEL.items():
-        if pattern.match(str(label)):
-            return kind
-    raise ValueError(f"not a unit label: {label!r}")
+def ablation_pattern() -> str:
+    """A Snakemake wildcard constraint matching every registered kind-unit (call it after the
+    config's modules are loaded)."""
+    return f"({'|'.join(map(re.escape, kinds()))})-({'|'.join(UNITS)})"
 
 
 # ---- resource files ----------------------------------------------------------------------------------
@@ -112,7 +151,8 @@ class Split:
 @dataclass(frozen=True)
 class TaskSpec:
     """What the workflow and the tables need to know about a task. Its behaviour — `build_dataset`,
-    the metric functions, and optionally `floor_per_prompt(job)` and `unit_columns(job)` — is in
+    the metric functions, optionally `floor_per_prompt(job)` and `unit_columns(job)`, and
+    `shared_dataset(model, frames, n_score)` for a task with a family-shared condition — is in
     `module` (see circuitloc.tasks.registry for the interface)."""
 
     name: str
@@ -125,11 +165,19 @@ class TaskSpec:
     floors: dict = field(default_factory=dict)  # metric -> zero | per_prompt | log_vocab (default zero)
     sign_flip: bool = False  # Table 2 says whether the top unit alone flips the metric's sign
     splits: tuple = ()  # stability splits of the scoring prompts (Split)
-    shared: str | None = None  # the task of the same prompts known by every model of a family (facts)
+    # the family-shared condition: the name of the task of the prompts every model of a family has
+    # (facts: facts_shared); its spec is this one's under that name (`shared_spec`)
+    shared: str | None = None
     inputs: object = None  # fn(task config, resources dir) -> {key: file} the dataset job reads
     heatmap: tuple = (("drop", "single-unit drop"),)  # Figure 1's rows: (scores column, title)
     in_workflow: bool = True  # false: a helper task (neutral text) that no dataset rule builds
     base: str | None = None  # a derived task (facts_shared): the task whose behaviour it uses
+    # the fewest held-out curve prompts a damage percentage may rest on (fewer: n/a in the tables);
+    # config curves.min_heldout.<task> overrides it
+    min_heldout: int = 20
+    # metrics whose clean value on the curve prompts Table 1 reports too (`baseline_<metric>`) when the
+    # task is ranked on another of its metrics (facts: top-1 accuracy beside the margin)
+    baselines: tuple = ()
 
     def floor(self, metric: str | None = None) -> str:
         return self.floors.get(metric or self.metrics[0], FLOOR_ZERO)
@@ -157,42 +205,64 @@ BUILTIN = (
              heatmap=(("drop", "single-unit drop"), ("attn_score", "attention to B (ABA offset)"))),
     TaskSpec("facts", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
              align=("domain", "relation"), floors={"logprob": "log_vocab"}, shared="facts_shared",
-             inputs=facts_inputs),
+             inputs=facts_inputs, baselines=("accuracy",)),
     TaskSpec("facts_shared", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
-             align=("domain", "relation"), floors={"logprob": "log_vocab"}, base="facts"),
+             align=("domain", "relation"), floors={"logprob": "log_vocab"}, base="facts", baselines=("accuracy",)),
     # plain next-token loss on windows of a neutral text (specificity; b_id = the next token)
     TaskSpec("neutral", "circuitloc.tasks.induction", ("loss",), False, ("b_id",), align=("length",),
              in_workflow=False),
 )
 _TASKS: dict[str, TaskSpec] = {t.name: t for t in BUILTIN}
 NEUTRAL = "neutral"  # the specificity control's task
-# modules outside circuitloc that define tasks (config `task_modules:`); the Snakefile sets it for jobs
+# modules outside circuitloc that define tasks or kinds (config `task_modules:`); the Snakefile sets it for jobs
 TASK_MODULES_ENV = "CIRCUITLOC_TASK_MODULES"
 
 
+def shared_spec(spec: TaskSpec) -> TaskSpec:
+    """The spec of `spec`'s family-shared condition: the same task (module, metrics, columns) under
+    the condition's name, built from the task's datasets rather than from resource files."""
+    return replace(spec, name=spec.shared, shared=None, base=spec.name, inputs=None)
+
+
 def register(spec: TaskSpec) -> TaskSpec:
-    """Add a task defined outside circuitloc (its module's `SPEC`); a name may not be reused by a
-    different spec."""
-    old = _TASKS.get(spec.name)
-    if old is not None and old != spec:
-        raise ValueError(f"task {spec.name!r} is already defined (by {old.module})")
-    _TASKS[spec.name] = spec
+    """Add a task defined outside circuitloc (its module's `SPEC`), and its family-shared condition
+    where it declares one; a name may not be reused by a different spec."""
+    specs = [spec, shared_spec(spec)] if spec.shared else [spec]
+    for s in specs:
+        old = _TASKS.get(s.name)
+        if old is not None and old != s:
+            raise ValueError(f"task {s.name!r} is already defined (by {old.module})")
+    _TASKS.update((s.name, s) for s in specs)
     return spec
 
 
 def load_task_modules(names=None) -> list[str]:
-    """Import the task modules named (default: the environment's CIRCUITLOC_TASK_MODULES, comma-
-    separated) and register each one's `SPEC`. Returns the names of the tasks they define."""
+    """Import the modules named (default: the environment's CIRCUITLOC_TASK_MODULES, comma-separated)
+    and register what each defines: a task (`SPEC`, a TaskSpec), an ablation kind (`KIND`, a
+    KindSpec), or both. Returns the names of the tasks and kinds they define."""
     if names is None:
         names = [n for n in os.environ.get(TASK_MODULES_ENV, "").split(",") if n.strip()]
     out = []
     for name in names:
         module = importlib.import_module(name.strip())
-        spec = getattr(module, "SPEC", None)
-        if not isinstance(spec, TaskSpec):
-            raise ValueError(f"task module {name!r} has no SPEC (a circuitloc.plan.vocab.TaskSpec)")
-        out.append(register(spec).name)
+        spec, kind_spec = getattr(module, "SPEC", None), getattr(module, "KIND", None)
+        if not isinstance(spec, TaskSpec) and not isinstance(kind_spec, KindSpec):
+            raise ValueError(f"task module {name!r} has neither SPEC (a circuitloc.plan.vocab.TaskSpec) "
+                             "nor KIND (a circuitloc.plan.vocab.KindSpec)")
+        if isinstance(spec, TaskSpec):
+            if spec.shared and not callable(getattr(module, "shared_dataset", None)):
+                raise ValueError(f"task module {name!r}: SPEC.shared names a family-shared condition "
+                                 f"({spec.shared!r}) but the module has no shared_dataset(model, frames, n_score)")
+            out.append(register(spec).name)
+        if isinstance(kind_spec, KindSpec):
+            out.append(register_kind(kind_spec).name)
     return out
+
+
+def task_names() -> tuple[str, ...]:
+    """Every registered task's name, built-in first (the configured modules' tasks loaded)."""
+    load_task_modules()
+    return tuple(_TASKS)
 
 
 def task(name: str) -> TaskSpec:

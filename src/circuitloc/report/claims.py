@@ -85,13 +85,25 @@ def _label(v: float, bounded: bool) -> str:
     return f"> {v:g}" if bounded else f"{v:g}"
 
 
-def _claim(cid, text, models=(), measured="", interval="", verdict=UNTESTABLE, reason=""):
-    return {"claim_id": cid, "claim": text, "models": ", ".join(models), "measured": measured, "interval": interval,
-            "verdict": verdict, "reason": reason}
+@dataclass(frozen=True)
+class Claim:
+    """One claim checked on the run (a record: a row of the claims table has seven fields)."""
+
+    cid: str
+    text: str
+    models: tuple = ()
+    measured: str = ""
+    interval: str = ""
+    verdict: str = UNTESTABLE
+    reason: str = ""
+
+    def row(self) -> dict:
+        return {"claim_id": self.cid, "claim": self.text, "models": ", ".join(self.models),
+                "measured": self.measured, "interval": self.interval, "verdict": self.verdict, "reason": self.reason}
 
 
 def _untestable(cid, text, reason):
-    return _claim(cid, text, reason=reason)
+    return Claim(cid, text, reason=reason).row()
 
 
 def _missing(run: Run, *names) -> str | None:
@@ -108,9 +120,9 @@ def gqa_one_unit(run: Run) -> dict:
     if not found:
         return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
     ok = all(v == 1 and not b for v, b in found.values())
-    return _claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
+    return Claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
                   HOLDS if ok else FAILS, "heads-to-80% is 1 for every model" if ok else
-                  "at least one GQA model needs more than one unit")
+                  "at least one GQA model needs more than one unit").row()
 
 
 def mha_two_to_five(run: Run) -> dict:
@@ -123,8 +135,8 @@ def mha_two_to_five(run: Run) -> dict:
     if not found:
         return _untestable(cid, text, "no MHA model's clean IOI logit difference lies above its floor")
     ok = all(2 <= v <= 5 and not b for v, b in found.values())
-    return _claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
-                  HOLDS if ok else FAILS, "every model needs 2-5" if ok else "a model needs fewer than 2 or more than 5")
+    return Claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
+                  HOLDS if ok else FAILS, "every model needs 2-5" if ok else "a model needs fewer than 2 or more than 5").row()
 
 
 def top_head_ratio(run: Run) -> dict:
@@ -154,10 +166,10 @@ def top_head_ratio(run: Run) -> dict:
     inside = all(RATIO_RANGE[0] <= r <= RATIO_RANGE[1] for r in ratios)
     decisive = all(hi < RATIO_RANGE[0] or lo > RATIO_RANGE[1] or (RATIO_RANGE[0] <= lo and hi <= RATIO_RANGE[1])
                    for lo, hi in intervals)
-    return _claim(cid, text, [m for p in pairs.values() for m in p], "; ".join(parts),
+    return Claim(cid, text, [m for p in pairs.values() for m in p], "; ".join(parts),
                   "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in intervals), HOLDS if inside else FAILS,
                   ("ratio interval from the two 95% intervals' extremes" +
-                   ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate")))
+                   ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate"))).row()
 
 
 def top_layer_deepens(run: Run) -> dict:
@@ -180,8 +192,8 @@ def top_layer_deepens(run: Run) -> dict:
         depths = [d for _, d, _ in v]
         ok &= all(b >= a for a, b in zip(depths, depths[1:])) and depths[-1] > depths[0]
         parts.append(f"{fam}: " + " -> ".join(f"{m} {d:.2f}" for _, d, m in v))
-    return _claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
-                  HOLDS if ok else FAILS, "relative depth (layer / (layers - 1)) by parameter count")
+    return Claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
+                  HOLDS if ok else FAILS, "relative depth (layer / (layers - 1)) by parameter count").row()
 
 
 def top_head_necessary(run: Run) -> dict:
@@ -204,8 +216,8 @@ def top_head_necessary(run: Run) -> dict:
                          r1.get("top_head_pct_heldout_hi")) if r1 else "")
     if not used:
         return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
-    return _claim(cid, text, used, "; ".join(parts), "; ".join(ivals), HOLDS if ok else FAILS,
-                  "drop on held-out prompts; interval: the top unit's 95% bootstrap interval")
+    return Claim(cid, text, used, "; ".join(parts), "; ".join(ivals), HOLDS if ok else FAILS,
+                  "drop on held-out prompts; interval: the top unit's 95% bootstrap interval").row()
 
 
 def random_heads_harmless(run: Run) -> dict:
@@ -218,11 +230,11 @@ def random_heads_harmless(run: Run) -> dict:
     if not rows:
         return _untestable(cid, text, "no model has a control draw")
     ok = all(_num(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
-    return _claim(cid, text, [r["model"] for r in rows],
+    return Claim(cid, text, [r["model"] for r in rows],
                   "; ".join(f"{r['model']}: mean {_num(r['control_drop_pct_mean']):.1f}%, max "
                             f"{_num(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
                   HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
-                                          "logit difference over the control draws")
+                                          "logit difference over the control draws").row()
 
 
 def same_head_easy_hard(run: Run) -> dict:
@@ -246,8 +258,8 @@ def same_head_easy_hard(run: Run) -> dict:
                      f"MHA {'same' if same_a else 'different'} ({a['top_a']}/{a['top_b']})")
     if not used:
         return _untestable(cid, text, "no matched pair has the low/high clean-LD split")
-    return _claim(cid, text, used, "; ".join(parts), "", HOLDS if ok else FAILS,
-                  "top unit on the low- vs high-clean-LD halves of the scoring prompts")
+    return Claim(cid, text, used, "; ".join(parts), "", HOLDS if ok else FAILS,
+                  "top unit on the low- vs high-clean-LD halves of the scoring prompts").row()
 
 
 def facts_bottleneck(run: Run) -> dict:
@@ -267,8 +279,8 @@ def facts_bottleneck(run: Run) -> dict:
     for fam, v in fams.items():
         ok &= v[-1][1] == (1.0, False) and v[0][1] != (1.0, False)
         parts.append(f"{fam}: " + " -> ".join(f"{m} {_label(*h)}" for _, h, m in v))
-    return _claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
-                  HOLDS if ok else FAILS, "greedy heads-to-80% of the facts margin from the smallest to the largest")
+    return Claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
+                  HOLDS if ok else FAILS, "greedy heads-to-80% of the facts margin from the smallest to the largest").row()
 
 
 CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_head_necessary,

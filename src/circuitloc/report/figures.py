@@ -7,6 +7,7 @@ import polars as pl
 from circuitloc import io
 from circuitloc.plan import vocab
 from circuitloc.report import plots, scale_plots
+from circuitloc.report.jobs import FigureFiles, TableJob
 
 
 def save(fig, png, pdf):
@@ -23,22 +24,23 @@ def _noted(title: str, note: str) -> str:
     return f"{title}\n{note}" if note else title
 
 
-def fig_heatmap(task, ablation, scores: dict, png, pdf, note: str = ""):
+def fig_heatmap(job: TableJob, scores: dict, out: FigureFiles, note: str = ""):
     """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B).
     `note`: a second title line (a sweep's figure shows a sample of its models)."""
 
-    rows = list(vocab.task(task).heatmap)  # induction: the attention to B beside the drops
+    rows = list(vocab.task(job.task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
-    save(plots.heatmaps(data, rows=rows, title=_noted(f"{task}: single-unit {ablation} ablation", note)), png, pdf)
+    save(plots.heatmaps(data, rows=rows, title=_noted(f"{job.task}: single-unit {job.ablation} ablation", note)),
+         out.png, out.pdf)
 
 
-def fig_curves(task, ablation, cards: dict, curves: dict, threshold, png, pdf, note: str = ""):
-    """Figure 2: damage against units ablated in rank order, one line per model (`note`: as for
-    fig_heatmap)."""
+def fig_curves(job: TableJob, cards: dict, curves: dict, out: FigureFiles, note: str = ""):
+    """Figure 2: damage against units ablated in rank order, one line per model, with the job's
+    threshold marked (`note`: as for fig_heatmap)."""
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", threshold,
-                      title=_noted(f"{task}: cumulative {ablation} ablation (ranked)", note)), png, pdf)
+    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", job.threshold,
+                      title=_noted(f"{job.task}: cumulative {job.ablation} ablation (ranked)", note)), out.png, out.pdf)
 
 
 def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8):
@@ -57,9 +59,10 @@ def fig_stability(task, primary: str, panels: list, png, pdf):
                                        f"({primary} ablation)"), png, pdf)
 
 
-def fig_sweep(task, ablation, ci, summary: pl.DataFrame, per_model: pl.DataFrame, png, pdf, threshold: float = 0.8):
+def fig_sweep(job: TableJob, ci: float, summary: pl.DataFrame, per_model: pl.DataFrame, out: FigureFiles):
     """The sweep figure from `writers.write_sweep`'s summary and per-model rows."""
 
-    save(scale_plots.sweep(summary, per_model, threshold=threshold, title=f"{task}: {ablation} ablation across seeds "
-                     f"(top head: mean and {int(ci * 100)}% interval; heads-to-{100 * threshold:g}%: median)"),
-         png, pdf)
+    t = job.threshold
+    save(scale_plots.sweep(summary, per_model, threshold=t, title=f"{job.task}: {job.ablation} ablation across seeds "
+                           f"(top head: mean and {int(ci * 100)}% interval; heads-to-{100 * t:g}%: median)"),
+         out.png, out.pdf)

@@ -48,8 +48,8 @@ def _grid(df: pl.DataFrame, value: str):
     return grid, layers, heads
 
 
-def _heatmap(ax, df: pl.DataFrame, value: str, vmax: float, diverging: bool, cbar: bool, label: str):
-    grid, layers, heads = _grid(df, value)
+def _heatmap(ax, df: pl.DataFrame, value: str, scale: tuple[float, bool], cbar: bool, label: str):
+    (vmax, diverging), (grid, layers, heads) = scale, _grid(df, value)  # scale: its row's, from _scale_of
     sns.heatmap(grid, ax=ax, cmap="RdBu_r" if diverging else "viridis", vmin=-vmax if diverging else 0,
                 vmax=vmax, cbar=cbar, cbar_kws={"label": label}, xticklabels=False, yticklabels=False)
     _cell_ticks(ax.xaxis, heads, most=8)  # a panel is ~3 inches wide: 8 labels of two digits fit
@@ -82,10 +82,10 @@ def heatmaps(scores: dict, value: str = "drop", title: str = "", cbar_label: str
     fig, axes = plt.subplots(len(rows), len(models), figsize=(3.2 * len(models) + 1, 3.4 * len(rows) + 0.4),
                              squeeze=False, layout="constrained")
     for r, (val, label) in enumerate(rows):
-        vmax, diverging = _scale_of([data[m] for m in models], val)
+        scale = _scale_of([data[m] for m in models], val)
         for c, m in enumerate(models):
             ax = axes[r, c]
-            _heatmap(ax, data[m], val, vmax, diverging, c == len(models) - 1, label)
+            _heatmap(ax, data[m], val, scale, c == len(models) - 1, label)
             ax.set_title(_title(m, cards) if r == 0 else "", fontsize=10)
             ax.set_xlabel("head")
             ax.set_ylabel("layer" if c == 0 else "")
@@ -154,10 +154,10 @@ def stability(panels: list, title: str = ""):
     fig, axes = plt.subplots(len(panels), 2, figsize=(8, 0.8 + max(1.8, 0.13 * _height(panels)) * len(panels)),
                              squeeze=False, layout="constrained")
     for r, (name, conds) in enumerate(panels):
-        vmax, diverging = _scale_of(list(conds.values()), "drop")
+        scale = _scale_of(list(conds.values()), "drop")
         for c, (cond, d) in enumerate(conds.items()):
             ax = axes[r, c]
-            _heatmap(ax, d, "drop", vmax, diverging, c == 1, "drop")
+            _heatmap(ax, d, "drop", scale, c == 1, "drop")
             ax.set_title(f"{name} — {cond}", fontsize=9)
             ax.set_xlabel("head")
             ax.set_ylabel("layer" if c == 0 else "")

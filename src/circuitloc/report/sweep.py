@@ -13,8 +13,6 @@ test as a second, exploratory family (`{measure}_family`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import polars as pl
 
@@ -22,48 +20,14 @@ from circuitloc import metrics as M
 from circuitloc import stats as S
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_label, heads_to_measures
-from circuitloc.plan.vocab import QUERY, UNITS
+from circuitloc.plan.vocab import QUERY
 from circuitloc.report.analysis import behaves
+from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
 from circuitloc.report.tables import top_head_measure
 
-# the measures a paired table tests, by the names `sweep.primary.measures` uses
-MEASURES = ("top_head", "curve_area", "heads_to_ranked", "heads_to_greedy")
+MEASURES = SWEEP_MEASURES
 PRIMARY, EXPLORATORY, DESCRIPTIVE = "primary", "exploratory", "descriptive"
 TESTED = "tested"
-
-
-@dataclass(frozen=True)
-class Primary:
-    """The primary family: these measures under these units, every task and size (config
-    `sweep.primary`); every other test is exploratory."""
-
-    units: tuple = (QUERY,)
-    measures: tuple = ("top_head", "heads_to_greedy")
-
-    def __post_init__(self):
-        bad = [u for u in self.units if u not in UNITS] + [m for m in self.measures if m not in MEASURES]
-        if bad:
-            raise ValueError(f"sweep.primary: unknown {', '.join(map(repr, bad))} (units {', '.join(UNITS)}; "
-                             f"measures {', '.join(MEASURES)})")
-
-
-@dataclass(frozen=True)
-class SweepStats:
-    """How the sweep tests (config `sweep:` ci, alpha, p_adjust, primary; defaults in config/schema.yaml)."""
-
-    ci: float = 0.95
-    alpha: float = 0.05
-    p_adjust: str = "holm"
-    primary: Primary = field(default_factory=Primary)
-
-    @classmethod
-    def of(cls, opts: dict | None, ci: float | None = None) -> SweepStats:
-        """From the rules' `stats` params ({alpha, p_adjust, primary}); a missing key keeps its default."""
-        o = {k: v for k, v in (opts or {}).items() if v is not None}
-        pr = o.get("primary") or {}
-        return cls(ci=float(ci if ci is not None else o.get("ci", cls.ci)), alpha=float(o.get("alpha", cls.alpha)),
-                   p_adjust=str(o.get("p_adjust", cls.p_adjust)),
-                   primary=Primary(tuple(pr.get("units", Primary.units)), tuple(pr.get("measures", Primary.measures))))
 
 
 def _interval(x, ci: float):
@@ -79,7 +43,7 @@ def _interval(x, ci: float):
     return m, m - half, m + half
 
 
-def per_model(table1, meta: dict, passed: dict, task: str | None = None):
+def per_model(table1, meta: dict, passed: dict, task: str):
     """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
     (`accepted`), shows task behaviour (clean metric better than its floor; e.g. IOI logit
     difference > 0) and may report damage percentages (`damage_ok`: the conditioning rule,
@@ -90,7 +54,6 @@ def per_model(table1, meta: dict, passed: dict, task: str | None = None):
 
 
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
-    task = task or {"baseline_ld": "ioi", "baseline_icl_loss": "induction"}.get(clean_col, "facts")
     ok = behaves(table1, task)
     rows = []
     for i, r in enumerate(table1.iter_rows(named=True)):

@@ -16,18 +16,11 @@ from circuitloc.plan import vocab
 from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
 
 
-def metric_of(frame: pl.DataFrame) -> str | None:
-    """The metric a scores or curve table was computed with (its `metric` column; None, the task's
-    default, for a table without one)."""
-    if "metric" in frame.columns and len(frame):
-        return str(frame["metric"][0])
-    return None
-
-
-def measure(task: str, *frames: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
-    """(the task's spec, the metric its tables were computed with, the task's other metrics)."""
+def measure(task: str, frame: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
+    """(the task's spec, the metric a scores or curve table was computed with (its `metric`
+    column, checked against the task's metrics), the task's other metrics)."""
     spec = vocab.task(task)
-    name = spec.metric(next((m for m in map(metric_of, frames) if m), None))
+    name = spec.metric(str(frame["metric"][0]))
     return spec, name, tuple(m for m in spec.metrics if m != name)
 
 
@@ -62,9 +55,8 @@ def _has_value(col: pl.Series) -> bool:
 
 
 def _curve_prompts(c: pl.DataFrame) -> str:
-    """Which prompts a curve table ran on: heldout (none of the scoring prompts) or all; a curve
-    written before the column existed ran on the first n_curve rows, scoring rows included."""
-    return str(c["prompts"][0]) if "prompts" in c.columns else "all"
+    """Which prompts a curve table ran on: heldout (none of the scoring prompts) or all."""
+    return str(c["prompts"][0])
 
 
 def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8,
@@ -79,24 +71,24 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     rows = []
     for model, card in cards.items():
         s, c = scores[model], curves[model]
-        t, metric, extras = measure(task, s, c)
+        t, metric, _ = measure(task, c)
         top = rank(s).row(0, named=True)
         ranked = c.filter(pl.col("method") == "ranked").sort("step")
         first = ranked.row(0, named=True) if len(ranked) else None
         row = {"model": model, "family": card["family"], "attention": card["attention"],
                "n_params": int(card["n_params"]), "n_units": int(len(s)),
                f"baseline_{metric}": float(c["clean"][0])}
-        if "accuracy" in extras and "accuracy_clean" in c.columns:  # facts ranked on margin or logprob:
-            row["baseline_accuracy"] = float(c["accuracy_clean"][0])  # top-1 accuracy on the curve prompts
+        for also in (m for m in t.baselines if m != metric):  # facts: top-1 accuracy on the curve prompts
+            row[f"baseline_{also}"] = float(c[f"{also}_clean"][0])
         row.update({
-            "n_score_prompts": int(s["n_prompts"][0]) if "n_prompts" in s.columns else None,
+            "n_score_prompts": int(s["n_prompts"][0]),
             "curve_prompts": _curve_prompts(c), "n_curve_prompts": int(c["n_prompts"][0]),
             **_top_label(top), "top_head_score": float(top["drop"]),
             # % of the way to 'task gone': drop / clean for LD, accuracy and margin; for the induction
             # loss, of the distance to the no-repeat loss (a % of a near-zero clean loss means nothing)
             "top_head_pct": 100 * float(top["damage"]),
             "top_head_damage": float(top["damage"])})
-        if "drop_lo" in s.columns:  # bootstrap over the scoring prompts
+        if "drop_lo" in s.columns:  # bootstrap intervals over the scoring prompts (a job run with a bootstrap)
             row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
@@ -107,7 +99,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             if "damage_lo" in ranked.columns:
                 row["top_head_pct_heldout_lo"] = 100 * float(first["damage_lo"])
                 row["top_head_pct_heldout_hi"] = 100 * float(first["damage_hi"])
-        for extra in extras:  # facts: the other metrics, clean and under the top unit (scoring prompts)
+        for extra in (m for m in t.metrics if m != metric):  # facts: the other metrics, clean and under the top unit
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])
         for method in ("ranked", "greedy"):
@@ -123,11 +115,10 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             # on one scale for every unit count (1: one unit removes the task, 0.5: linear)
             row["rescaled_curve_area"] = M.rescaled_curve_area(row["curve_area"], len(s))
         row.update(M.concentration(s["drop"].to_numpy()))
-        if "aligned" in s.columns and _has_value(s["aligned"]):  # mean / resample: share of aligned replacements
+        if _has_value(s["aligned"]):  # a kind that builds a replacement: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
         row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
-        row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]),
-                                               t.higher_is_better) if "floor" in c.columns else None
+        row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]), t.higher_is_better)
         row.update(damage_condition(s, c, metric, t.higher_is_better, min_heldout))
         rows.append(_condition_row(row, threshold))
     return frame(rows)
@@ -141,25 +132,24 @@ NA_FLOOR = "n/a (clean ≈ floor)"
 
 def _above_floor(df: pl.DataFrame, clean_col: str, higher_is_better: bool) -> bool:
     """Does the clean metric on these prompts lie clearly above its floor? The bootstrap interval
-    of clean - floor (`clean_span_lo`, written by score and curve jobs) above 0; a table written
-    without it falls back to the point estimate."""
+    of clean - floor (`clean_span_lo`) above 0; a job run without a bootstrap has no interval, and
+    its point estimate decides."""
     lo = df["clean_span_lo"][0] if "clean_span_lo" in df.columns else None
     if lo is not None:
         return bool(math.isfinite(float(lo)) and float(lo) > 0)
-    if clean_col not in df.columns or "floor" not in df.columns:
-        return True
     return bool(float(M.drop(float(df[clean_col][0]), float(df["floor"][0]), higher_is_better)) > 0)
 
 
-def damage_condition(scores: pl.DataFrame, curves: pl.DataFrame, metric: str, higher_is_better: bool,
+def damage_condition(scores: pl.DataFrame | None, curves: pl.DataFrame, metric: str, higher_is_better: bool,
                      min_heldout: int = 0) -> dict:
     """score_damage_ok / damage_ok: may a damage percentage be reported on the scoring prompts / on
     the curve prompts? damage_note: why not (clean ≈ floor, or fewer held-out prompts than the
-    task's `min_heldout`: too few to carry an interval)."""
-    score_ok = _above_floor(scores, f"{metric}_clean", higher_is_better)
+    task's `min_heldout`: too few to carry an interval). Without `scores`, only the curve prompts
+    are judged."""
+    score_ok = _above_floor(scores, f"{metric}_clean", higher_is_better) if scores is not None else True
     curve_ok = _above_floor(curves, "clean", higher_is_better)
-    n = int(curves["n_prompts"][0]) if "n_prompts" in curves.columns else None
-    small = _curve_prompts(curves) == "heldout" and n is not None and n < int(min_heldout or 0)
+    n = int(curves["n_prompts"][0])
+    small = _curve_prompts(curves) == "heldout" and n < int(min_heldout or 0)
     notes = []
     if not score_ok:
         notes.append(f"scoring prompts: {NA_FLOOR}")
@@ -206,19 +196,20 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         ctrl = controls[model]
         ctrl_pct = 100 * M.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
-        cond = damage_condition(pl.DataFrame() if scores is None else scores[model], c, metric,
-                                t.higher_is_better, min_heldout)
+        cond = damage_condition(None if scores is None else scores[model], c, metric, t.higher_is_better,
+                                min_heldout)
         pct_ok = cond["damage_ok"]
         rows.append({
             "model": model, "attention": card["attention"], "curve_prompts": _curve_prompts(c),
-            "n_curve_prompts": int(c["n_prompts"][0]) if "n_prompts" in c.columns else None,
+            "n_curve_prompts": int(c["n_prompts"][0]),
             f"{metric}_clean": clean,
             **_top_label(first),
             f"{metric}_top_ablated": ablated,
             "drop_pct": 100 * float(first["damage"]) if pct_ok else np.nan,
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
-            "control_draws": int(len(ctrl)), "control_rule": M.control_rule(card["n_layers"]) if "n_layers" in card else None,
+            "control_draws": int(len(ctrl)),
+            "control_rule": M.control_rule(card["n_layers"]) if "n_layers" in card else None,
             # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
@@ -249,7 +240,8 @@ def to_markdown(df: pl.DataFrame, title: str) -> str:
     return f"### {title}\n\n" + tabulate(rows, headers=shown, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
-def write_table(df: pl.DataFrame, csv, md, title: str) -> None:
-    """A table as CSV (`io.write_csv`) and as titled markdown (`to_markdown`), both atomically."""
+def write_table(df: pl.DataFrame, csv, md, title: str, shown: pl.DataFrame | None = None) -> None:
+    """A table as CSV (`io.write_csv`, every column) and as titled markdown (`to_markdown`) of
+    `shown` (a reader's form of it, e.g. report.paper_tables) or the whole table, both atomically."""
     io.write_csv(df, csv)
-    io.write_text(to_markdown(df, title), md)
+    io.write_text(to_markdown(df if shown is None else shown, title), md)

@@ -11,6 +11,8 @@ from circuitloc.plan import vocab
 from circuitloc.report import analysis as AN
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
+from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
+from circuitloc.report.paper_tables import table1_form, table2_form
 from circuitloc.report.tables import table1, table2, write_table
 
 
@@ -22,22 +24,24 @@ def _cards(paths: dict) -> dict:
     return {m: io.read_card(p) for m, p in paths.items()}
 
 
-def write_table1(task, ablation, cards: dict, scores: dict, curves: dict, threshold, out_csv, out_md,
-                 min_heldout: int = 0):
-    """Table 1 (localization) of one task and ablation over the models (dicts model -> path).
-    `min_heldout`: the task's `curves.min_heldout` (the conditioning rule)."""
-    write_table(table1(task, _cards(cards), _read(scores), _read(curves), threshold, min_heldout), out_csv, out_md,
-                f"Table 1 — {task}, {ablation} ablation (heads-to-{100 * float(threshold):g}%; percentages "
-                "n/a where the clean metric's interval does not lie above its floor)")
+def write_table1(job: TableJob, cards: dict, scores: dict, curves: dict, out: TableFiles):
+    """Table 1 (localization) of one task and ablation over the models (dicts model -> path), with
+    the job's threshold and the conditioning rule's `min_heldout`."""
+    df = table1(job.task, _cards(cards), _read(scores), _read(curves), job.threshold, job.min_heldout)
+    write_table(df, out.csv, out.md,
+                f"Table 1 — {job.task}, {job.ablation} ablation (heads-to-{100 * float(job.threshold):g}%; "
+                "percentages n/a where the clean metric's interval does not lie above its floor; every column in "
+                "the CSV)", shown=table1_form(df))
 
 
-def write_table2(task, ablation, cards: dict, curves: dict, controls: dict, out_csv, out_md, scores: dict | None = None,
-                 min_heldout: int = 0):
+def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: TableFiles,
+                 scores: dict | None = None):
     """Table 2 (the top unit alone against random control units) of one task and ablation."""
-    df = table2(task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None, min_heldout)
-    write_table(df, out_csv, out_md, f"Table 2 — {task}, {ablation} ablation: top head alone, and random "
+    df = table2(job.task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None,
+                job.min_heldout)
+    write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
                                      "non-top units as a control (any layer below six layers, else the middle "
-                                     "third: control_rule)")
+                                     "third: control_rule)", shown=table2_form(df))
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
@@ -83,33 +87,34 @@ def write_robustness(table1s: dict, out_csv, out_md):
                 "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
 
 
-def write_sweep(*, task, ablation, table1_csv, cards: dict, meta: dict, ci, out_csv, out_md, out_paired_csv,
-                out_paired_md, opts: dict, threshold: float = 0.8, layer_table1_csv=None):
-    """The sweep's table and paired tests for one task and ablation (keyword arguments only). A toy
-    that failed its held-out checks (`acceptance.enforce: false` in a sweep), shows no task
-    behaviour or whose damage the conditioning rule refused is counted, never used. opts: alpha,
-    p_adjust (holm or bh) and primary (the primary family) of the paired table (config `sweep:`,
-    defaults in config/schema.yaml). `layer_table1_csv`: for a kv ablation, the Table 1 of the same
-    kind under layer units, so that a KV-1 toy's groups (its layers) meet the MHA toy's layers.
+def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tuple[TableFiles, TableFiles]):
+    """The sweep's table and paired tests (`out`: their files, in that order) for one task and
+    ablation. A toy that failed its held-out checks (`acceptance.enforce: false` in a sweep), shows
+    no task behaviour or whose damage the conditioning rule refused is counted, never used.
+    `stats`: ci, alpha, p_adjust and the primary family (config `sweep:`). `inputs.layer_table1`:
+    for a kv ablation, the Table 1 of the same kind under layer units, so that a KV-1 toy's groups
+    (its layers) meet the MHA toy's layers.
     Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
 
-    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
-    pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
-    layers = SW.per_model(io.read_csv(layer_table1_csv), meta, passed, task) if layer_table1_csv else None
-    st = SW.SweepStats.of(opts, ci)
+    task, ablation, ci = job.task, job.ablation, stats.ci
+    table_out, paired_out = out
+    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in inputs.cards.items()}
+    pm = SW.per_model(io.read_csv(inputs.table1), inputs.meta, passed, task)
+    layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
+        else None
     summary = SW.summarize(pm, ci)
-    pairs = SW.paired(pm, st, vocab.parse_ablation(ablation)[1], layers)
-    pct = f"{100 * float(threshold):g}%"
-    write_table(summary, out_csv, out_md, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% "
-                f"t-interval across seeds per size and KV-head count (heads-to-{pct}: median, censored count), over "
-                "the seeds of each row's paired comparisons with MHA; every measure depends on the unit count "
-                "(n_units): compare rows of equal counts")
+    pairs = SW.paired(pm, stats, vocab.parse_ablation(ablation)[1], layers)
+    pct = f"{100 * float(job.threshold):g}%"
+    write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
+                f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
+                "censored count), over the seeds of each row's paired comparisons with MHA; every measure depends "
+                "on the unit count (n_units): compare rows of equal counts")
     n = {f: int(pairs[f"n_tests_{f}"][0]) if len(pairs) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
-    write_table(pairs, out_paired_csv, out_paired_md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
+    write_table(pairs, paired_out.csv, paired_out.md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
                 "against the MHA model of the same seed and size, tested only at equal unit counts (comparison; "
                 "vs_unit layer: the MHA toy's layers) (top head, held out only, and curve area: paired t-test; "
                 f"heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
-                f"sign-flip test on censoring-aware ranks; p adjusted by {st.p_adjust} within its family "
+                f"sign-flip test on censoring-aware ranks; p adjusted by {stats.p_adjust} within its family "
                 f"(*_family): {n[SW.PRIMARY]} primary tests, {n[SW.EXPLORATORY]} exploratory; verdict from the "
                 "top head and verdict_heads_to, 'yes' only when both are significant, directions in direction_*)")
     return summary, pm

@@ -107,18 +107,18 @@ def logprob(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
 METRICS = {"margin": margin, "accuracy": accuracy, "logprob": logprob}
 
 
-def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, form: str = "natural", last_logits=None,
-                  path=None, inputs: dict | None = None, **_):
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context):
     """The facts this model knows: one-token answers in the model's top `top_k` (config) at the
-    prompt's last position, in a seeded shuffle, the first n_score marked for scoring.
-    `last_logits(rows)`: the model's clean last-position logits on those rows; `path`: the facts
-    file (default: config `path`, else the shipped set). Returns (rows, counts)."""
-    path = path or (inputs or {}).get("facts") or cfg.get("path")
-    df, counts = build(load(path), tokenizer, prepend_bos, form)
+    prompt's last position, in a seeded shuffle, the first n_score marked for scoring. From the
+    context (`tasks.registry`): `last_logits(rows)`, the model's clean last-position logits on those
+    rows; `form` (natural | qa); `inputs["facts"]`, the facts file (default: config `path`, else
+    the shipped set). Returns (rows, counts)."""
+    path = (context.get("inputs") or {}).get("facts") or cfg.get("path")
+    df, counts = build(load(path), tokenizer, prepend_bos, context.get("form", "natural"))
     if len(df) == 0:
         raise DatasetError(f"{path or FACTS}: no fact survives the dropped_multitoken_answer filter (the answer one "
                            f"token in this tokenizer, with the leading space) ({counts})")
-    ok = known(last_logits(df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
+    ok = known(context["last_logits"](df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))
     df = df[sample_rows(len(df), len(df), seed)]  # a seeded shuffle

@@ -1,0 +1,89 @@
+"""A job's settings as one typed record, built once by its script from the rule's params: every
+stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
+field here instead of one more keyword passed through every call. Beside it, the files of one
+ablation (inputs and outputs). Standard library only: a script builds it before torch loads."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from circuitloc.stats import Bootstrap
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What a dataset, score, curve or specificity job is told by its rule.
+
+    `task`: the task whose prompts it runs (a specificity job: each task in turn, `for_task`);
+    `card`: the model card; `batch_tokens`: config max_batch_tokens; `metric`: the ranked metric
+    (config tasks.<task>.metric; None: the spec's default), `metrics` the same per task (specificity);
+    `min_group`: config ablation.min_group (mean and resample); `seed`: the run's seed (resample
+    pairs, control draws, dataset sampling, torch); `bootstrap`: intervals over prompts (None: none);
+    `curves`: a curve job's curve config (config curves, the model's overrides and the task's n_curve)."""
+
+    card: dict
+    batch_tokens: int
+    task: str | None = None
+    device: str = "cpu"
+    metric: str | None = None
+    metrics: dict = field(default_factory=dict)
+    min_group: int | None = None
+    seed: int = 0
+    bootstrap: Bootstrap | None = None
+    curves: dict | None = None
+
+    @classmethod
+    def from_params(cls, params: dict, card: dict, task: str | None = None, curves: dict | None = None) -> JobSettings:
+        """From a rule's params (batch_tokens, device and, where the rule has them, opts = {min_group,
+        seed}, seed, metric, metrics, bootstrap): the one place a rule's param names meet the engine.
+        `curves`: a curve job's curve config (its rule's `cfg`; a dataset rule's `cfg` is another)."""
+        opts = params.get("opts") or {}
+        seeds = {int(s) for s in (params.get("seed"), opts.get("seed")) if s is not None}
+        if len(seeds) > 1:
+            raise ValueError(f"a job got two seeds {sorted(seeds)} (params seed and opts seed): one run has one seed")
+        return cls(card=card, batch_tokens=int(params["batch_tokens"]), task=task,
+                   device=str(params.get("device") or "cpu"), metric=params.get("metric"),
+                   metrics=dict(params.get("metrics") or {}),
+                   min_group=int(opts["min_group"]) if opts.get("min_group") is not None else None,
+                   seed=seeds.pop() if seeds else 0, bootstrap=Bootstrap.of(params.get("bootstrap")),
+                   curves=dict(curves) if curves is not None else None)
+
+    def for_task(self, task: str) -> JobSettings:
+        """The same job on another task's prompts, ranked on that task's metric (`metrics`)."""
+        return dataclasses.replace(self, task=task, metric=self.metrics.get(task))
+
+
+@dataclass(frozen=True)
+class ScoreFiles:
+    """A score job's outputs for one ablation: the scores table and the per-prompt metric."""
+
+    scores: str
+    prompts: str
+
+    def outputs(self) -> list:
+        return [self.scores, self.prompts]
+
+
+@dataclass(frozen=True)
+class CurveFiles:
+    """A curve job's files for one ablation: the scores table it ranks by (input), the curve and
+    its random control (outputs)."""
+
+    scores: str
+    curve: str
+    control: str
+
+    def outputs(self) -> list:
+        return [self.curve, self.control]
+
+
+@dataclass(frozen=True)
+class SpecificityFiles:
+    """A specificity job's files: {task: dataset} and {task: scores table} of one model and
+    ablation, the neutral text and the output table."""
+
+    datasets: dict
+    scores: dict
+    neutral: str
+    out: str

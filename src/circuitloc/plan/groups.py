@@ -1,0 +1,84 @@
+"""How the score and curve jobs are cut, named and ordered, and what each job asks its executor for.
+
+A job's fixed cost (imports, loading the model: ~5 s) is most of a toy's compute, so one job runs
+every ablation of a model on a task (circuitloc.engine.pipeline.for_each_ablation), still writing
+one file per ablation. A rule's outputs are fixed, so the models that share one list of ablations
+share a rule. `group_ablations: false` gives every ablation its own job again: shorter jobs for a
+cluster's time limits and more of them in parallel, where a model is large."""
+
+from __future__ import annotations
+
+import os
+
+from circuitloc.plan import vocab
+from circuitloc.plan.resources import estimate, requested_keys
+from circuitloc.plan.views import ablations, model_ablations, model_spec, models
+
+# Snakemake starts the ready job of highest priority first. On 2 cores the long jobs (toy training,
+# a pretrained model's score and curve chain) must start early or one of them runs alone at the
+# end: the model stage first, then the short dataset jobs that unlock the scores, then the score
+# and curve jobs of groups with a pretrained (non-toy) model, then the toys' own, then specificity;
+# tables, figures and the rest (seconds each) keep priority 0 and fill the gaps.
+PRIORITY = {"model": 50, "dataset": 40, "pretrained": 30, "toy": 20, "specificity": 10}
+
+
+def ablation_groups(config) -> list[tuple[list[str], list[str]]]:
+    """(ablations, models) of every score rule and curve rule: the models that share one list of
+    ablations, or with `group_ablations: false` one entry per ablation and its models."""
+    if not config["group_ablations"]:
+        return [([a], [m for m in models(config) if a in model_ablations(config, m)]) for a in ablations(config)]
+    out: dict[tuple, list] = {}
+    for m in models(config):
+        out.setdefault(tuple(model_ablations(config, m)), []).append(m)
+    return [(list(abls), ms) for abls, ms in out.items()]
+
+
+def group_rule(config, stage, abls) -> str:
+    """The name of the rule running `abls` at `stage`: the stage itself when every model shares one
+    list of ablations (the usual case), else the stage, its kinds and its units
+    (`scores__zero_mean__query`), so every rule can be found by its name."""
+    if len(ablation_groups(config)) == 1:
+        return stage
+    kinds, units = zip(*map(vocab.parse_ablation, abls))
+    return f"{stage}__{'_'.join(dict.fromkeys(kinds))}__{'_'.join(dict.fromkeys(units))}"
+
+
+def group_tag(config, abls) -> str:
+    """What names a job's log, benchmark and stash below {task}/{model}: nothing when one job runs
+    all of the model's ablations, the ablation when each has its own."""
+    return "" if config["group_ablations"] else os.sep + abls[0]
+
+
+def resume_dir(config, stage, abls):
+    """The params function saying where a job of `stage` running `abls` keeps its finished ablations
+    until it succeeds (circuitloc.resume)."""
+    tag = group_tag(config, abls)
+    return lambda wc: f"results/.resume/{stage}/{wc.task}/{wc.model}{tag}"
+
+
+def group_of(config, model) -> list[str]:
+    """The ablations one score or curve job runs for `model`: all of them when grouped, else one."""
+    return model_ablations(config, model) if config["group_ablations"] else model_ablations(config, model)[:1]
+
+
+def job_priority(config, stage, group_models=()) -> int:
+    """The `priority:` of a rule: by stage; scores and curves by whether any of the rule's models
+    (`group_models`: those of its ablation group) is pretrained."""
+    if stage in ("scores", "curves"):
+        toys = all(model_spec(config, m).get("source") == "toy" for m in group_models)
+        return PRIORITY["toy" if toys else "pretrained"]
+    return PRIORITY[stage]
+
+
+def job_resources(config, stage, per_model=True) -> dict:
+    """Keyword arguments for a rule's `resources:` (`**job_resources(config, "scores")`): one callable
+    per resource name any job may set, returning None (no request) where a job sets none; the values
+    are estimated from the config (circuitloc.plan.resources)."""
+
+    def value(key):
+        if per_model:
+            return lambda wc: estimate(config, model_spec(config, wc.model), stage,
+                                       len(group_of(config, wc.model))).get(key)
+        return lambda wc: estimate(config, None, stage).get(key)
+
+    return {k: value(k) for k in requested_keys(config, config["models"])}

@@ -1,0 +1,130 @@
+"""Which files a run makes and which files each table, figure and analysis job reads, as plain
+functions of the prepared config: the default target, the per-model inputs of the tables, the
+sweep's pairs, the cost and report jobs' inputs."""
+
+from __future__ import annotations
+
+import os
+
+from circuitloc.plan import vocab
+from circuitloc.plan.sweep import figure_sample
+from circuitloc.plan.views import (
+    ablations,
+    card,
+    dataset_tasks,
+    model_ablations,
+    models,
+    models_for,
+    shared_task,
+    sweep_models,
+    tasks,
+)
+
+COST = "results/tables/cost.csv"
+REPORT = "results/report.html"
+
+
+def per_model(config, pattern, wildcards) -> list[str]:
+    """One file per model scored on this task under this ablation, in the config's model order (the
+    scripts zip them back with params.models)."""
+    return [pattern.format(task=wildcards.task, model=m, ablation=wildcards.ablation)
+            for m in models_for(config, wildcards.task, wildcards.ablation)]
+
+
+def table_pairs(config) -> list[tuple[str, str]]:
+    """(task, ablation) pairs that have at least one model: one Table 1/2 and Figure 1/2 each."""
+    abls = ablations(config)
+    return [(t, a) for t in dataset_tasks(config) for a in abls if models_for(config, t, a)]
+
+
+def sweep_pairs(config) -> list[tuple[str, str]]:
+    """(task, ablation) pairs that get a sweep table: every task and ablation of the sweep's models."""
+    sweep = set(sweep_models(config))
+    return [(t, a) for t, a in table_pairs(config) if any(m in sweep for m in models_for(config, t, a))]
+
+
+def sweep_members(config, task, ablation) -> list[str]:
+    """The sweep's models scored on this task under this ablation."""
+    scored = models_for(config, task, ablation)
+    return [m for m in sweep_models(config) if m in scored]
+
+
+def stability_entries(config, task) -> list[dict]:
+    """What the stability table of `task` reads, per model and ablation (a task with a family-shared
+    condition: the shared scores too, where the model has some)."""
+    out = []
+    st = shared_task(config, task)
+    for m in models_for(config, task):
+        for a in model_ablations(config, m):
+            e = {"model": m, "card": card(m), "ablation": a,
+                 "scores": f"results/scores/{task}/{m}/{a}.parquet",
+                 "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
+                 "dataset": f"results/data/{task}/{m}.parquet"}
+            if vocab.task(task).shared:
+                e["shared"] = f"results/scores/{st}/{m}/{a}.parquet" if st and m in models_for(config, st, a) else None
+            out.append(e)
+    return out
+
+
+def stability_files(config, task) -> list[str]:
+    """Every file the stability job of `task` reads beside the cards, once each."""
+    return sorted({e[k] for e in stability_entries(config, task)
+                   for k in ("scores", "prompts", "dataset", "shared") if e.get(k)})
+
+
+def figure_models(config, task, ablation) -> list[str]:
+    """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
+    scored (circuitloc.plan.sweep.figure_sample says which); the tables keep every model."""
+    return figure_sample(config["models"], models_for(config, task, ablation), int(config["figures"]["max_models"]))
+
+
+def sweep_adjust_with(config) -> dict:
+    """{"task (label)/ablation": paired csv} of another run that the overview adjusts together with
+    this one's (config `sweep.adjust_with`: e.g. facts ranked by accuracy beside facts by margin)."""
+    out = {}
+    pairs = sweep_pairs(config)
+    for e in config.get("sweep", {}).get("adjust_with", []):
+        for t, a in pairs:
+            if t in e["tasks"]:
+                out[f"{t} ({e['label']})/{a}"] = os.path.join(e["tables"], f"sweep_paired_{t}_{a}.csv")
+    return out
+
+
+def sweep_layer_table(config, task, ablation) -> list[str]:
+    """[the Table 1 of `ablation`'s kind under layer units] for a kv ablation whose layer twin has a
+    sweep table, else []: a KV-1 toy's kv groups are its layers, compared with the MHA toy's layers
+    (`report.sweep.paired`)."""
+    kind, unit = vocab.parse_ablation(ablation)
+    twin = vocab.ablation_name(kind, vocab.LAYER)
+    return [f"results/tables/table1_{task}_{twin}.csv"] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
+        else []
+
+
+def all_outputs(config) -> list[str]:
+    """The default target: every model card, table and figure the config asks for, the cost table
+    and the report."""
+    out = [card(m) for m in models(config)]
+    pairs = table_pairs(config)
+    for task, abl in pairs:
+        out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
+                f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
+    out += [f"results/figures/scale_{abl}.png" for abl in ablations(config)]
+    extras = config["analysis"]
+    if "stability" in extras:
+        ts = tasks(config)
+        out += [f"results/tables/stability_{t}.csv" for t in ts] + [f"results/figures/stability_{t}.png" for t in ts]
+    out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
+    sweep = sweep_pairs(config)
+    out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep]
+    out += ["results/tables/sweep_overview.csv"] if sweep else []
+    return out + [COST, REPORT]
+
+
+def cost_inputs(config) -> list[str]:
+    """What the cost job waits for: every other target of the run."""
+    return [f for f in all_outputs(config) if f not in (COST, REPORT)]
+
+
+def report_inputs(config) -> list[str]:
+    """Every table and figure the run makes: what the report collects."""
+    return [f for f in all_outputs(config) if f.startswith(("results/tables/", "results/figures/"))]

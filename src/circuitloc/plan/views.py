@@ -1,0 +1,161 @@
+"""What the rules read from the run's config: its models, tasks and ablations, and each job's
+settings. Plain functions of the prepared config (`workflow_config.prepare`), never of Snakemake's
+objects, so they are tested on plain dicts; none of them changes the config."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from circuitloc.plan import vocab
+from circuitloc.plan.sweep import META as SWEEP_META
+
+# what a model's build does not depend on: its task and curve overrides, size hint, resources and
+# ablations (changing them never retrains or reconverts a model)
+NOT_BUILT_FROM = ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)
+
+
+def models(config) -> list[str]:
+    return list(config["models"])
+
+
+def model_spec(config, model) -> dict:
+    return config["models"][model]
+
+
+def sweep_models(config) -> list[str]:
+    """The models the sweep's expansion made (they carry its size, KV heads and seed)."""
+    return [m for m in models(config) if SWEEP_META in model_spec(config, m)]
+
+
+def tasks(config) -> list[str]:
+    """The tasks the config asks for, built-in order first (each checked by the vocabulary)."""
+    return vocab.workflow_tasks(config["tasks"])
+
+
+def card(model) -> str:
+    return f"results/models/{model}/card.json"
+
+
+# ---- ablations -----------------------------------------------------------------------------------
+def ablation_block(config, model=None) -> dict:
+    """The `ablation:` block (kinds, units, min_group; defaults from the schema), with the model's
+    own block on top."""
+    block = dict(config["ablation"])
+    if model is not None:
+        block.update(model_spec(config, model).get("ablation", {}))
+    return block
+
+
+def model_ablations(config, model) -> list[str]:
+    """Every (kind, unit) this model is scored under, named kind-unit as in the paths."""
+    b = ablation_block(config, model)
+    return [vocab.ablation_name(k, u) for k in b["kinds"] for u in b["units"]]
+
+
+def ablations(config) -> list[str]:
+    """Every ablation some model is scored under, in the models' order."""
+    return list(dict.fromkeys(a for m in models(config) for a in model_ablations(config, m)))
+
+
+def ablation_opts(config, model) -> dict:
+    """What an ablation job needs beyond the ablation's name: the model's aligned-group size and
+    the resample seed."""
+    return {"min_group": int(ablation_block(config, model)["min_group"]), "seed": int(config["seed"])}
+
+
+def bootstrap_opts(config) -> dict:
+    b = config["bootstrap"]
+    return {"n": int(b["n"]), "ci": float(b["ci"]), "seed": int(config["seed"])}
+
+
+# ---- families and shared conditions --------------------------------------------------------------
+def family_members(config, model) -> list[str]:
+    fam = model_spec(config, model).get("family", model)
+    return [m for m in models(config) if model_spec(config, m).get("family", m) == fam]
+
+
+def models_for(config, task, ablation=None) -> list[str]:
+    """The models scored on `task`. A family-shared task is only a new condition for families of two
+    or more models; for a family of one it would repeat the per-model run exactly, so those models
+    are left out of it. With an ablation: only the models scored under it."""
+    shared = vocab.task(task).base is not None
+    out = [m for m in models(config) if not shared or len(family_members(config, m)) > 1]
+    return [m for m in out if ablation is None or ablation in model_ablations(config, m)]
+
+
+def shared_task(config, task) -> str | None:
+    """The family-shared task of `task` (its spec's `shared`) when the config asks for it (the task's
+    `shared` setting; on unless set false) and a family has two or more models; else None."""
+    shared = vocab.task(task).shared
+    if shared and config["tasks"][task].get("shared", True) and models_for(config, shared):
+        return shared
+    return None
+
+
+def shared_members(config, task, model) -> list[str]:
+    """The datasets a family-shared condition's dataset of `model` is made from: its base task's
+    dataset of every model of the family, in the config's model order."""
+    base = vocab.base_task(task).name
+    return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model)]
+
+
+def shared_tasks(config) -> list[str]:
+    """The family-shared tasks this run builds."""
+    return [s for s in map(lambda t: shared_task(config, t), tasks(config)) if s]
+
+
+def dataset_tasks(config) -> list[str]:
+    """Every task with datasets: the configured ones, then their family-shared conditions."""
+    return tasks(config) + shared_tasks(config)
+
+
+# ---- per-job settings ----------------------------------------------------------------------------
+def model_build_spec(config, model) -> dict:
+    """What the model stage depends on (see NOT_BUILT_FROM)."""
+    return {k: v for k, v in model_spec(config, model).items() if k not in NOT_BUILT_FROM}
+
+
+def weights_pattern(config, own: bool) -> str:
+    """A wildcard pattern of the models with weights of their own (toy, gguf: rule model) or without
+    (hf: rule model_hf); one that matches nothing when there are none."""
+    names = [m for m in models(config) if (model_spec(config, m).get("source") != "hf") == own]
+    return one_of(names)
+
+
+def one_of(names) -> str:
+    """A wildcard pattern matching exactly these names; one that matches nothing for none."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def task_config(config, task, model) -> dict:
+    """The task's global settings with the model's own overrides on top (a shared task: its base's)."""
+    base = vocab.base_task(task).name
+    cfg = copy.deepcopy(config["tasks"][base])
+    cfg.update(model_spec(config, model).get("tasks", {}).get(base, {}))
+    return cfg
+
+
+def dataset_config(config, task, model) -> dict:
+    """What a dataset job depends on: the task's settings less the metric it is scored with, so
+    changing `tasks.<task>.metric` reruns scores and curves, never the datasets."""
+    return {k: v for k, v in task_config(config, task, model).items() if k != "metric"}
+
+
+def task_metric(config, task) -> str | None:
+    """The metric that damage, rankings and curves use (config `tasks.<task>.metric`); None for a
+    task that names none (its spec's default). One for every model: a table compares models on it."""
+    return config["tasks"].get(vocab.base_task(task).name, {}).get("metric")
+
+
+def min_heldout(config, task) -> int:
+    """The fewest held-out curve prompts a damage percentage may rest on: config
+    `curves.min_heldout.<task>`, else the task spec's own."""
+    return int(config["curves"].get("min_heldout", {}).get(task, vocab.task(task).min_heldout))
+
+
+def curve_config(config, task, model) -> dict:
+    cfg = copy.deepcopy(config["curves"])
+    cfg.update(model_spec(config, model).get("curves", {}))
+    cfg["n_curve"] = task_config(config, task, model).get("n_curve")
+    return cfg

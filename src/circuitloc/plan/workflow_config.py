@@ -1,0 +1,71 @@
+"""The one step that changes the run's config and environment while Snakemake parses the workflow
+(`prepare`, called once from the Snakefile); everything the rules read afterwards is a function of
+the prepared config (plan.views, plan.targets, plan.groups, plan.inputs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from circuitloc.errors import ConfigError
+from circuitloc.plan import vocab
+from circuitloc.plan.configload import (
+    check_unknown_keys,
+    effective_config,
+    load_layer,
+    load_schema,
+    overlay,
+    validate,
+)
+from circuitloc.plan.hub import check_model_sources
+from circuitloc.plan.sweep import expand as expand_sweep
+
+DEFAULT = Path("config") / "config.yaml"
+SCHEMA = Path("config") / "schema.yaml"
+
+
+def with_sweep(models, sweep) -> dict:
+    """The configured models plus the sweep's toys (a name may repeat only with the same spec: the
+    report re-reads an already expanded config)."""
+    models = dict(models or {})
+    for name, spec in expand_sweep(sweep).items() if sweep else ():
+        if name in models and models[name] != spec:
+            raise ConfigError(f"config: models.{name} clashes with a model of the sweep; rename one of them")
+        models[name] = spec
+    if not models:
+        raise ConfigError("config: no models: list some under models: or give a sweep: section")
+    return models
+
+
+def layered(root, given: dict, configfiles=(), overrides=None, as_module=False) -> dict:
+    """The embedded default (`root`/config/config.yaml) with the run's layers on top: every
+    --configfile then --config k=v; a workflow used as a module gets its `config:` as its one layer."""
+    default = Path(root) / DEFAULT
+    if as_module:
+        return overlay(load_layer(default), dict(given))
+    return effective_config(default, configfiles, overrides)
+
+
+def resolve(cfg: dict, root) -> dict:
+    """A layered config checked (unknown keys, schema), with the schema's defaults filled in, the
+    sweep's toys among its models and the task modules it names registered."""
+    check_unknown_keys(cfg, Path(root) / SCHEMA)
+    validate(cfg, load_schema(Path(root) / SCHEMA))
+    vocab.load_task_modules(cfg.get("task_modules", []))
+    cfg["models"] = with_sweep(cfg.get("models"), cfg.get("sweep"))
+    # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
+    # naming models.<name>.hf, not the model job's later
+    check_model_sources(cfg["models"])
+    vocab.workflow_tasks(cfg["tasks"])  # every task known
+    return cfg
+
+
+def prepare(config: dict, workflow, root) -> dict:
+    """Replace `config` (Snakemake's, in place) by the run's resolved config, and tell the jobs which
+    task modules to load (they inherit the environment). `root`: the checkout holding the Snakefile."""
+    cfg = resolve(layered(root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
+                          as_module=not workflow.modifier.is_main_snakefile()), root)
+    config.clear()
+    config.update(cfg)
+    os.environ[vocab.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))
+    return config

@@ -1,0 +1,206 @@
+"""The plan's config views (circuitloc.plan: views, targets, groups, inputs, workflow_config) called
+on plain dicts, without Snakemake: what each job reads, how jobs are cut and ordered, which files a
+run makes, and that only `prepare` changes the config or the environment."""
+
+import copy
+import os
+from types import SimpleNamespace as NS
+
+import pytest
+import yaml
+from workflow_helpers import ROOT
+
+from circuitloc.errors import ConfigError
+from circuitloc.plan import groups, inputs, targets, views, vocab
+from circuitloc.plan.workflow_config import layered, prepare, resolve
+
+TEST_CONFIG = ROOT / ".test" / "config.yaml"
+
+
+def _config(**layer):
+    """The .test config resolved as the Snakefile would (the default below it), with `layer` on top."""
+    cfg = layered(ROOT, {}, [TEST_CONFIG], layer or None)
+    return resolve(cfg, ROOT)
+
+
+def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_for_jobs(monkeypatch):
+    monkeypatch.delenv(vocab.TASK_MODULES_ENV, raising=False)
+    config = {"left": "over"}
+    workflow = NS(overwrite_configfiles=[str(TEST_CONFIG)], config_settings=NS(config={"seed": 3}),
+                  modifier=NS(is_main_snakefile=lambda: True))
+    same = prepare(config, workflow, ROOT)
+    assert same is config and "left" not in config
+    assert config["seed"] == 3 and list(config["models"]) == ["tiny_mha", "tiny_gqa"]
+    assert config["bootstrap"] == {"n": 200, "ci": 0.95}  # the schema's default filled in
+    assert os.environ[vocab.TASK_MODULES_ENV] == ""
+
+
+def test_a_module_gets_its_config_as_one_layer_on_the_default():
+    given = yaml.safe_load(TEST_CONFIG.read_text())
+    cfg = layered(ROOT, given, configfiles=["ignored.yaml"], as_module=True)
+    assert list(cfg["models"]) == ["tiny_mha", "tiny_gqa"]  # its models replace the default's
+    assert cfg["tasks"]["ioi"]["n"] == 40 and "max_batch_tokens" in cfg
+
+
+def test_the_views_never_change_the_config():
+    cfg = _config()
+    before = copy.deepcopy(cfg)
+    wc = NS(task="facts", model="tiny_gqa", ablation="zero-query")
+    for t in views.dataset_tasks(cfg):
+        for m in views.models_for(cfg, t):
+            views.task_config(cfg, t, m)["n_score"] = -1  # a job's copy
+            views.curve_config(cfg, t, m)["threshold"] = -1
+    targets.all_outputs(cfg), targets.stability_entries(cfg, "facts"), inputs.dataset_inputs(cfg, "/r", wc)
+    groups.job_resources(cfg, "scores")["mem_mb"](wc)
+    assert cfg == before
+
+
+def test_a_family_shared_task_leaves_out_families_of_one():
+    cfg = _config(models={"a": {"source": "hf", "hf": "x/a", "family": "f"},
+                          "b": {"source": "hf", "hf": "x/b", "family": "f"},
+                          "c": {"source": "hf", "hf": "x/c", "family": "g"}})
+    assert views.family_members(cfg, "a") == ["a", "b"] and views.family_members(cfg, "c") == ["c"]
+    shared = vocab.task("facts").shared
+    assert views.models_for(cfg, "facts") == ["a", "b", "c"]
+    assert views.models_for(cfg, shared) == ["a", "b"]
+    assert views.shared_task(cfg, "facts") == shared and views.shared_task(cfg, "ioi") is None
+    assert views.dataset_tasks(cfg) == ["ioi", "induction", "facts", shared]
+    alone = _config(models={"c": {"source": "hf", "hf": "x/c"}})
+    assert views.shared_task(alone, "facts") is None and shared not in views.dataset_tasks(alone)
+    off = _config(tasks={"facts": {"shared": False}})
+    assert views.shared_task(off, "facts") is None
+
+
+def test_a_models_own_blocks_override_only_what_they_name():
+    cfg = _config()
+    assert views.model_ablations(cfg, "tiny_mha") == ["zero-query", "resample-query"]
+    assert views.model_ablations(cfg, "tiny_gqa") == [f"{k}-{u}" for k in ("zero", "mean", "resample")
+                                                      for u in ("query", "kv")]
+    assert views.ablations(cfg)[:2] == ["zero-query", "resample-query"] and len(views.ablations(cfg)) == 6
+    assert views.models_for(cfg, "ioi", "mean-kv") == ["tiny_gqa"]
+    assert views.ablation_opts(cfg, "tiny_gqa") == {"min_group": 2, "seed": 0}
+    cfg["models"]["tiny_gqa"]["tasks"] = {"ioi": {"n_score": 5}}
+    cfg["models"]["tiny_gqa"]["curves"] = {"max_steps": 3}
+    assert views.task_config(cfg, "ioi", "tiny_gqa")["n_score"] == 5
+    assert views.task_config(cfg, "ioi", "tiny_mha")["n_score"] == 10
+    curve = views.curve_config(cfg, "ioi", "tiny_gqa")
+    assert curve["max_steps"] == 3 and curve["threshold"] == 0.8 and curve["n_curve"] is None
+    # a dataset does not depend on the metric it is scored with; a model's build on its overrides
+    assert "metric" not in views.dataset_config(cfg, "facts", "tiny_gqa")
+    assert views.task_metric(cfg, vocab.task("facts").shared) == "margin"
+    assert set(views.model_build_spec(cfg, "tiny_gqa")) == {"source", "family", "toy"}
+
+
+def test_weights_patterns_split_the_models_by_source():
+    import re
+
+    cfg = _config(models={"t.1": {"source": "toy", "toy": {}}, "h": {"source": "hf", "hf": "x/h"}})
+    own, none = views.weights_pattern(cfg, True), views.weights_pattern(cfg, False)
+    assert re.fullmatch(own, "t.1") and not re.fullmatch(own, "tx1") and not re.fullmatch(own, "h")
+    assert re.fullmatch(none, "h")
+    toys = _config()
+    assert not re.fullmatch(views.weights_pattern(toys, False), "tiny_mha")  # matches nothing
+
+
+def test_score_jobs_are_grouped_by_the_models_list_of_ablations():
+    cfg = _config()
+    got = groups.ablation_groups(cfg)
+    assert got == [(views.model_ablations(cfg, "tiny_mha"), ["tiny_mha"]),
+                   (views.model_ablations(cfg, "tiny_gqa"), ["tiny_gqa"])]
+    assert groups.group_rule(cfg, "scores", got[0][0]) == "scores__zero_resample__query"
+    assert groups.group_tag(cfg, got[0][0]) == ""
+    wc = NS(task="ioi", model="tiny_gqa")
+    assert groups.resume_dir(cfg, "scores", got[1][0])(wc) == "results/.resume/scores/ioi/tiny_gqa"
+    one = _config(group_ablations=False)
+    per = groups.ablation_groups(one)
+    assert [a for a, _ in per] == [[a] for a in views.ablations(one)]
+    assert dict((a[0], m) for a, m in per)["zero-query"] == ["tiny_mha", "tiny_gqa"]
+    assert groups.group_tag(one, ["mean-kv"]) == os.sep + "mean-kv"
+    assert groups.group_of(one, "tiny_gqa") == ["zero-query"]
+    same = _config(models={"a": {"source": "hf", "hf": "x/a"}, "b": {"source": "hf", "hf": "x/b"}})
+    assert groups.group_rule(same, "curves", groups.ablation_groups(same)[0][0]) == "curves"
+
+
+def test_long_jobs_come_first():
+    cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "real": {"source": "hf", "hf": "x/r"}})
+    p = lambda *a: groups.job_priority(cfg, *a)  # noqa: E731
+    assert p("model") > p("dataset") > p("scores", ["toy", "real"]) > p("curves", ["toy"]) > p("specificity") > 0
+
+
+def test_resources_are_callables_per_job():
+    cfg = _config(device="cuda", resources={"slurm_partition": "gpu"})
+    res = groups.job_resources(cfg, "scores")
+    assert {"mem_mb", "runtime", "gpu", "slurm_partition"} <= set(res)
+    wc = NS(model="tiny_gqa")
+    assert res["gpu"](wc) == 1 and res["slurm_partition"](wc) == "gpu"
+    assert groups.job_resources(cfg, "small", per_model=False)["gpu"](wc) is None  # no GPU for a table
+
+
+def test_the_default_target_has_every_table_pair_and_ends_with_the_cost_and_the_report():
+    cfg = _config()
+    pairs = targets.table_pairs(cfg)
+    assert len(pairs) == len(views.dataset_tasks(cfg)) * len(views.ablations(cfg))  # each pair has a model
+    out = targets.all_outputs(cfg)
+    assert out[-2:] == [targets.COST, targets.REPORT] and len(out) == len(set(out))
+    assert {f"results/tables/table1_{t}_{a}.csv" for t, a in pairs} <= set(out)
+    assert f"results/tables/stability_{vocab.task('facts').shared}.csv" not in out  # stability: own tasks
+    assert targets.cost_inputs(cfg) == out[:-2]
+    assert all(f.startswith(("results/tables/", "results/figures/")) for f in targets.report_inputs(cfg))
+    assert not targets.sweep_pairs(cfg) and "results/tables/sweep_overview.csv" not in out
+    fewer = _config(analysis=[])
+    assert not [f for f in targets.all_outputs(fewer) if "stability" in f or "robustness" in f]
+
+
+def test_the_tables_read_one_file_per_scored_model_in_config_order():
+    cfg = _config()
+    wc = NS(task="ioi", ablation="zero-query")
+    assert targets.per_model(cfg, "results/scores/{task}/{model}/{ablation}.parquet", wc) == \
+        ["results/scores/ioi/tiny_mha/zero-query.parquet", "results/scores/ioi/tiny_gqa/zero-query.parquet"]
+    entries = targets.stability_entries(cfg, "facts")
+    shared = vocab.task("facts").shared
+    assert len(entries) == 2 + 6 and entries[0]["shared"] == f"results/scores/{shared}/tiny_mha/zero-query.parquet"
+    assert "shared" not in targets.stability_entries(cfg, "ioi")[0]
+    assert len(targets.stability_files(cfg, "facts")) == len(set(targets.stability_files(cfg, "facts")))
+
+
+def test_a_sweeps_toys_are_models_and_its_pairs_get_sweep_tables():
+    cfg = resolve(layered(ROOT, {}, [ROOT / "config" / "sweep_capacity.yaml"]), ROOT)
+    sweep = views.sweep_models(cfg)
+    spec = cfg["sweep"]
+    cells = sum(len(size.get("kv_heads", spec["kv_heads"])) for size in spec["sizes"].values())
+    assert sweep == views.models(cfg) and len(sweep) == len(spec["seeds"]) * cells
+    assert targets.sweep_pairs(cfg) == targets.table_pairs(cfg)
+    assert len(targets.figure_models(cfg, "ioi", "zero-query")) == cfg["figures"]["max_models"]
+    assert set(targets.sweep_members(cfg, "ioi", "zero-query")) == set(sweep)
+
+
+def test_a_sweep_toy_may_not_shadow_a_configured_model():
+    sweep = yaml.safe_load((ROOT / "config" / "sweep.yaml").read_text())["sweep"]
+    from circuitloc.plan.sweep import expand
+
+    name = next(iter(expand(sweep)))
+    cfg = layered(ROOT, {}, [ROOT / "config" / "sweep.yaml"], {"models": {name: {"source": "hf", "hf": "x/y"}}})
+    cfg["sweep"] = sweep
+    with pytest.raises(ConfigError, match=f"models.{name} clashes"):
+        resolve(cfg, ROOT)
+
+
+def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_directory(monkeypatch, tmp_path):
+    cfg = _config()
+    monkeypatch.chdir(ROOT)
+    toy = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))
+    assert toy["facts"] == os.path.join("resources", vocab.FACTS_FILE)
+    assert toy["ioi_templates"] == os.path.join("resources", "ioi", "templates.txt")
+    assert any(v.startswith(".test/models/tiny_mha/") for k, v in toy.items() if k.startswith("checkpoint_"))
+    hf = _config(models={"h": {"source": "hf", "hf": "x/h"}})
+    assert inputs.model_inputs(hf, str(ROOT), NS(model="h")) == {}
+    ioi = inputs.dataset_inputs(cfg, str(ROOT), NS(task="ioi", model="tiny_mha"))
+    assert ioi["fahamu"] == ".test/ioi_fahamu.parquet" and "ioi_names" not in ioi
+    assert inputs.neutral_text(cfg, str(ROOT)) == os.path.join("resources", "neutral.txt")
+    assert inputs.neutral_text({**cfg, "neutral_text": "mine.txt"}, str(ROOT)) == "mine.txt"
+    # a run directory elsewhere (--directory, or the workflow used as a module): still relative
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(run)
+    facts = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))["facts"]
+    assert not os.path.isabs(facts) and os.path.samefile(facts, ROOT / "resources" / vocab.FACTS_FILE)
