@@ -10,6 +10,7 @@ rule specificity:
         tasks=TASKS,
         opts=lambda wc: views.ablation_opts(config, wc.model),
         metrics=lambda wc: {t: views.task_metric(config, t) for t in TASKS},
+        bootstrap=views.bootstrap_opts(config),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
         code=code_version("specificity.py"),

@@ -2,6 +2,7 @@ rule sweep_tables:
     input:
         table1="results/tables/table1_{task}_{ablation}.csv",
         cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
+        layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
         csv=report(
             "results/tables/sweep_{task}_{ablation}.csv",
@@ -31,7 +32,7 @@ rule sweep_tables:
         models=lambda wc: targets.sweep_members(config, wc.task, wc.ablation),
         meta={m: views.model_spec(config, m)[SWEEP_META] for m in SWEEP_MODELS},
         ci=config.get("sweep", {}).get("ci"),  # this rule runs only with a sweep: (schema defaults)
-        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
+        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         threshold=config["curves"]["threshold"],
         code=code_version("sweep_tables.py"),
     log:
@@ -63,7 +64,7 @@ rule sweep_overview:
     params:
         pairs=[f"{t}/{a}" for t, a in targets.sweep_pairs(config)],
         extra=list(targets.sweep_adjust_with(config)),
-        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust")},
+        stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         code=code_version("sweep_overview.py"),
     log:
         "results/logs/tables/sweep_overview.log",

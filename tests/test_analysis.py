@@ -45,7 +45,9 @@ def test_robustness_pairs_within_families_and_reuses_mha_query_rows_for_kv():
     assert rows[("ioi", "zero", "query")]["comparison"] == "within toy"  # 'big' is not in the pair
     assert rows[("ioi", "zero", "query")]["gqa_models"] == "toy_gqa"
     assert rows[("ioi", "zero", "kv")]["mha_models"] == "toy_mha"  # from the query table
-    assert rows[("ioi", "zero", "kv")]["verdict"].startswith("GQA more concentrated: yes")
+    # the MHA model's 16 kv units (its heads) against the GQA model's 4 kv groups: described, no verdict
+    assert rows[("ioi", "zero", "kv")]["verdict"].startswith("descriptive: unit counts differ (MHA 16, GQA 4 units)")
+    assert rows[("ioi", "zero", "kv")]["gqa_top_head_pct"] == 80  # the numbers stay
     assert rows[("facts", "mean", "query")]["verdict"].startswith("n/a")
 
 
@@ -138,3 +140,34 @@ def test_compare_reads_the_held_out_top_head_score_where_the_curves_were_held_ou
     out = compare(pl.DataFrame([{**m, "curve_prompts": "all"}]), pl.DataFrame([{**g, "curve_prompts": "all"}]))
     assert (out["mha_top_head_pct"], out["top_head_prompts"]) == (30, "scoring")
     assert out["verdict"].startswith("GQA more concentrated: yes")
+
+
+def test_specificity_verdict_decides_a_cut_only_outside_its_interval():
+    """Issue 31 item 7: 0.5084 against the 0.5 cut with an interval 0.2 wide decides nothing."""
+    nan = float("nan")
+    assert specificity_verdict([0.5084, 0.1], nan, intervals=([(0.41, 0.61), (0.05, 0.15)], (nan, nan))) == \
+        "unclear (partly shared or breaks other tasks)"
+    assert specificity_verdict([0.5084, 0.1], nan, intervals=([(0.502, 0.52), (0.05, 0.15)], (nan, nan))) == \
+        "breaks other tasks"
+    assert specificity_verdict([0.1, 0.05], 0.01, intervals=([(0.05, 0.15), (0.0, 0.1)], (0.0, 0.02))) == "specific"
+    assert specificity_verdict([0.1, 0.05], 0.01, intervals=([(0.05, 0.25), (0.0, 0.1)], (0.0, 0.02))) == \
+        "unclear (specific or partly shared)"
+
+
+def test_an_interval_verdict_is_every_point_verdict_inside_its_intervals():
+    """Independent check: values drawn anywhere inside the intervals, judged as points, give exactly
+    the decided verdict, or one of the verdicts an 'unclear (a or b)' names (and, over many draws, all)."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        centre = rng.uniform(0, 1, 2)
+        width = rng.uniform(0, 0.3, 2)
+        ivs = [(c - w / 2, c + w / 2) for c, w in zip(centre, width)]
+        rise = rng.uniform(0, 0.4)
+        rise_iv = (rise - 0.05, rise + 0.05)
+        got = specificity_verdict(list(centre), rise, intervals=(ivs, rise_iv))
+        seen = {specificity_verdict([rng.uniform(*iv) for iv in ivs], rng.uniform(*rise_iv)) for _ in range(400)}
+        named = set(got.removeprefix("unclear (").removesuffix(")").split(" or ")) if got.startswith("unclear") \
+            else {got}
+        assert seen <= named, (got, seen)
+        if not got.startswith("unclear"):
+            assert seen == {got}

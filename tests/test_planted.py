@@ -104,20 +104,29 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
 
 
-def test_random_control_draws_mid_layers_and_never_the_excluded_unit():
+def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_excluded_unit():
+    """Issue 31 item 5: a 2-layer model's control comes from both layers (its 'middle third' was layer
+    0, often the top unit's own), never the excluded top unit; from six layers on, the middle third."""
     from circuitloc.engine.ablation import control_pool, random_control
+    from circuitloc.metrics import control_layers
 
     m = planted_model(4)
     card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 4, "d_head": D // H}
     p = Prompts(torch.randint(3, 8, (3, 5)), torch.full((3,), 4), {"io_id": torch.full((3,), 1),
                                                                   "s_id": torch.full((3,), 2)})
     sc = Scanner(m, H, D // H)
-    probe, pool = Probe(sc, p, TASKS["ioi"]), control_pool(units(card), 2, exclude=["L0H3"])
+    top = f"L{A_[0]}H{A_[1]}"
+    probe, pool = Probe(sc, p, TASKS["ioi"]), control_pool(units(card), 2, exclude=[top])
     ctrl = random_control(probe, pool, 1.0, draws=10, seed=0)
-    assert set(ctrl["layer"]) == {0} and "L0H3" not in set(ctrl["unit"]) and len(ctrl) == H - 1
-    assert np.allclose(ctrl["ld"].to_numpy(), ctrl["ld"][0])  # heads that write nothing change nothing
+    assert set(ctrl["layer"]) == {0, 1} and top not in set(ctrl["unit"]) and len(ctrl) == 2 * H - 1
+    silent = ctrl.filter(pl.col("unit") != f"L{B_[0]}H{B_[1]}")["ld"].to_numpy()
+    assert np.allclose(silent, silent[0])  # heads that write nothing change nothing; B (L0H3) does
     again = random_control(probe, pool, 1.0, draws=2, seed=0)
     assert list(again["unit"]) == list(random_control(probe, pool, 1.0, draws=2, seed=0)["unit"])
+    for n in range(1, 40):  # every layer below six; from six on [n // 3, 2n // 3), the middle third
+        lo, hi = control_layers(n)
+        assert (lo, hi) == ((0, n) if n < 6 else (n // 3, (2 * n) // 3)), n
+        assert hi - lo >= min(n, 2)
 
 
 # -- redundant query heads in one KV group: what a per-query-head score cannot see ------------------

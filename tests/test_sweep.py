@@ -118,12 +118,15 @@ def test_summary_and_paired_test_find_a_planted_effect():
     assert pairs[1]["n_pairs"] == 4 and pairs[2]["n_pairs"] == 5
     assert pairs[1]["heads_to_80_frac_wins"] == 4  # 3 heads vs MHA's 6 on every pair
     assert pairs[1]["top_head_pct_diff"] == pytest.approx(30, abs=4) and pairs[1]["top_head_pct_p"] < 0.01
-    assert pairs[1]["verdict"].endswith("yes")
+    # heads-to on 4 pairs cannot reach significance (smallest exact p 2/2^4): one measure significant
+    # is 'partial', never 'yes' (issue 31 item 2); ranked heads-to is not primary (greedy is): exploratory
+    assert pairs[1]["verdict"].startswith("exploratory: partial: top head significant (says fewer KV more")
+    assert "heads-to not (points the same way)" in pairs[1]["verdict"]
 
 
 def test_paired_test_without_an_effect_says_so():
     pairs = paired(_planted(effect=0))
-    assert all(v.startswith("no clear difference") for v in pairs["verdict"])
+    assert all(v == "exploratory: no clear difference (holm-adjusted alpha 0.05)" for v in pairs["verdict"])
     assert (pairs["top_head_pct_p"] > 0.05).all()
 
 
@@ -175,15 +178,21 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     assert summary[2]["clean"] == pytest.approx(5.75) and summary[2]["clean_lo"] < 5.75
 
 
-def test_paired_table_holm_adjusts_every_test_and_keeps_the_raw_p():
-    pairs = paired(_planted(effect=10))
-    raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p").to_numpy().ravel()
-    adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm").to_numpy().ravel()
+def test_paired_table_holm_adjusts_each_family_on_its_own_and_keeps_the_raw_p():
+    """Without greedy curves the top head is the table's one primary measure (query units) and
+    ranked heads-to exploratory: Holm within each column's family, never over both."""
+    from circuitloc.report.sweep import SweepStats
     from circuitloc.stats import holm
 
-    assert np.allclose(adj, holm(raw), equal_nan=True) and (adj >= raw - 1e-12).all()
-    assert (pairs["n_tests"] == np.isfinite(raw).sum()).all()
-    bh = paired(_planted(effect=10), p_adjust="bh")
+    pairs = paired(_planted(effect=10))
+    raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p").to_numpy()
+    adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm").to_numpy()
+    assert (pairs["top_head_pct_family"] == "primary").all() and (pairs["heads_to_80_family"] == "exploratory").all()
+    assert np.allclose(adj[:, 0], holm(raw[:, 0])) and np.allclose(adj[:, 1], holm(raw[:, 1]))
+    assert not np.allclose(adj.ravel(), holm(raw.ravel()))  # one family of both would differ
+    assert (adj >= raw - 1e-12).all()
+    assert (pairs["n_tests_primary"] == 3).all() and (pairs["n_tests_exploratory"] == 3).all()
+    bh = paired(_planted(effect=10), SweepStats(p_adjust="bh"))
     assert "top_head_pct_p_bh" in bh.columns and (bh["top_head_pct_p_bh"] <= pairs["top_head_pct_p_holm"] + 1e-12).all()
 
 
@@ -210,9 +219,13 @@ def test_greedy_heads_to_80_is_tested_adjusted_and_carries_the_verdict():
 
     raw = pairs.select("top_head_pct_p", "heads_to_80_frac_p", "heads_to_80_greedy_frac_p").to_numpy().ravel()
     adj = pairs.select("top_head_pct_p_holm", "heads_to_80_frac_p_holm", "heads_to_80_greedy_frac_p_holm").to_numpy().ravel()
-    assert np.allclose(adj, holm(raw), equal_nan=True)
+    assert np.allclose(adj[[0, 2]], holm(raw[[0, 2]])) and adj[1] == pytest.approx(raw[1])  # primary: 2 tests
+    assert one["heads_to_80_greedy_frac_p_holm"] == pytest.approx(2 * 2 / 2 ** 8)
     assert one["heads_to_80_greedy_frac_p_holm"] < 0.05 and one["verdict_heads_to"] == "heads_to_80_greedy"
-    assert one["verdict"].endswith("yes")  # greedy significant, top head pointing the same way
+    # greedy significant, the top head not (pointing the same way): 'partial', never 'yes'
+    assert one["verdict"] == ("partial: heads-to significant (says fewer KV more concentrated), top head not "
+                              "(points the same way) (holm-adjusted alpha 0.05)")
+    assert one["verdict_family"] == "primary"
     summary = _by(summarize(pm), "kv_heads")
     assert summary[1]["heads_to_80_greedy_median"] == 2 and summary[8]["heads_to_80_greedy"] == 5
 
@@ -247,7 +260,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     import json
 
     from circuitloc.report.figures import fig_sweep
-    from circuitloc.report.jobs import FigureFiles, SweepStats, TableFiles, TableJob
+    from circuitloc.report.jobs import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
     from circuitloc.report.writers import write_sweep
 
     spec = {}
@@ -262,7 +275,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
     job, stats = TableJob("ioi", "zero-layer"), SweepStats(0.95, 0.05, "holm")
-    summary, pm = write_sweep(job, tmp_path / "t1.csv", cards, meta, stats,
+    summary, pm = write_sweep(job, SweepInputs(tmp_path / "t1.csv", cards, meta), stats,
                               (TableFiles(out["s.csv"], out["s.md"]), TableFiles(out["p.csv"], out["p.md"])))
     fig_sweep(job, stats.ci, summary, pm, FigureFiles(out["f.png"], out["f.pdf"]))
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
@@ -348,31 +361,46 @@ def _paired_row(size, diff, p_top, p_greedy, p_ranked, wins, losses, n=10):
             "verdict_heads_to": "heads_to_80_greedy"}
 
 
-def test_overview_adjusts_over_every_table_and_reads_the_verdict_again():
-    """Holm over all 6 tests of two tables, by hand: sorted p 0.004, 0.01, 0.02, 0.3, 0.5, 0.6 ->
-    x6, x5, x4, x3, x2, x1 with the running maximum: 0.024, 0.05, 0.08, 0.9, 1, 1."""
+def test_overview_adjusts_each_family_over_every_table_and_reads_the_verdict_again():
+    """Two tables, ioi under query units and induction under kv groups. The primary family (query
+    units: top head and greedy heads-to) holds ioi's p 0.004 and 0.02: Holm x2, x1 -> 0.008, 0.02.
+    The four others are exploratory: sorted 0.01, 0.3, 0.5, 0.6 -> x4, x3, x2, x1 with the running
+    maximum: 0.04, 0.9, 1, 1."""
     from circuitloc.report.sweep import overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("dh32", -3.0, 0.01, 0.3, 0.6, wins=1, losses=7)])
-    out = overview({("ioi", "zero-query"): a, ("induction", "zero-kv"): b}, alpha=0.05)
-    assert out["unit"].to_list() == ["query", "kv"] and out["n_tests_all"][0] == 6
-    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.024, 0.05])
-    assert out["heads_to_80_greedy_frac_p_all"].to_list() == pytest.approx([0.08, 0.9])
+    out = overview({("ioi", "zero-query"): a, ("induction", "zero-kv"): b})
+    assert out["unit"].to_list() == ["query", "kv"]
+    assert (out["n_tests_primary_all"][0], out["n_tests_exploratory_all"][0]) == (2, 4)
+    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.008, 0.04])
+    assert out["heads_to_80_greedy_frac_p_all"].to_list() == pytest.approx([0.02, 0.9])
     assert out["heads_to_80_frac_p_all"].to_list() == pytest.approx([1.0, 1.0])
-    # small: both measures say fewer KV heads concentrate, 0.024 < 0.05 -> yes; dh32: both say the
-    # opposite, but its smallest adjusted p is 0.05, not below alpha -> no clear difference
+    assert out["top_head_pct_family"].to_list() == ["primary", "exploratory"]
+    assert out["heads_to_80_family"].to_list() == ["exploratory", "exploratory"]
+    # small: both verdict measures significant and pointing to fewer KV heads -> yes; dh32: only the top
+    # head significant (the other way), and its tests are exploratory
     assert out["verdict_all"].to_list()[0] == "fewer KV heads more concentrated: yes"
-    assert out["verdict_all"].to_list()[1].startswith("no clear difference")
+    assert out["verdict_all"].to_list()[1] == ("exploratory: partial: top head significant (says fewer KV less "
+                                               "concentrated), heads-to not (points the same way) (holm-adjusted "
+                                               "alpha 0.05)")
+    assert out["verdict_family"].to_list() == ["primary", "exploratory"]
     assert out["heads_to_80_greedy_median"].to_list() == ["> 0.5", "> 0.5"]
     assert out["mha_heads_to_80_greedy_median"].to_list() == ["0.25", "0.25"]
 
 
-def _table_and_overview(pm, alpha=0.05):
+def _table_and_overview(pm, settings=None):
     from circuitloc.report.sweep import overview
 
-    table = paired(pm, alpha=alpha)
-    return table, overview({("ioi", "zero-query"): table}, alpha=alpha)
+    table = paired(pm, settings)
+    return table, overview({("ioi", "zero-query"): table}, settings)
+
+
+def _ranked_primary():
+    """Settings whose primary family reads ranked heads-to (a sweep without greedy curves)."""
+    from circuitloc.report.sweep import Primary, SweepStats
+
+    return SweepStats(primary=Primary(measures=("top_head", "heads_to_ranked")))
 
 
 def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
@@ -391,11 +419,12 @@ def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
                          heads_to_80_greedy_frac=pl.Series(g) / 16)
     table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"))
     r, o = table.row(0, named=True), ov.row(0, named=True)
-    assert o["verdict_all"] == r["verdict"] == "fewer KV heads more concentrated: yes"
+    # greedy is not significant (2 wins, 2 losses), so one measure: partial, the heads-to direction kept
+    assert o["verdict_all"] == r["verdict"] == ("partial: top head significant (says fewer KV more concentrated), "
+                                                "heads-to not (points the same way) (holm-adjusted alpha 0.05)")
     assert (r["heads_to_80_greedy_frac_wins"], r["heads_to_80_greedy_frac_losses"]) == (2, 2)
     assert r["direction_heads_to"] == 1 and r["direction_top_head"] == 1
-    assert r["top_head_pct_p_holm"] < 1e-6
-    assert r["verdict"] == "fewer KV heads more concentrated: yes"
+    assert r["top_head_pct_p_holm"] < 1e-6 and r["heads_to_80_greedy_frac_p_holm"] > 0.05
     assert o["verdict_all"] == r["verdict"] and o["verdict_table"] == r["verdict"]
 
 
@@ -408,8 +437,11 @@ def test_a_ranked_only_sweep_gets_a_verdict_in_the_overview():
         spec[(1, s)] = (60.0 + s + 0.01 * s * s, "3", 5.0)
     t1, meta = _rows(spec)
     table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"))
-    assert table["verdict"][0] == ov["verdict_all"][0] == "fewer KV heads more concentrated: yes"
+    # the default primary family names greedy heads-to: a ranked-only verdict is exploratory
+    assert table["verdict"][0] == ov["verdict_all"][0] == "exploratory: fewer KV heads more concentrated: yes"
     assert table["verdict_heads_to"][0] == "heads_to_80"
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"), _ranked_primary())
+    assert table["verdict"][0] == ov["verdict_all"][0] == "fewer KV heads more concentrated: yes"
 
 
 def test_significant_but_discordant_measures_are_mixed():
@@ -420,9 +452,10 @@ def test_significant_but_discordant_measures_are_mixed():
         spec[(8, s)] = (30.0 + s, "2", 5.0)
         spec[(1, s)] = (75.0 + s + 0.01 * s * s, "4", 5.0)
     t1, meta = _rows(spec)
-    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"))
+    table, ov = _table_and_overview(per_model(t1, meta, {}, "ioi"), _ranked_primary())
     r = table.row(0, named=True)
-    assert r["verdict"].startswith("mixed") and ov["verdict_all"][0].startswith("mixed")
+    assert r["heads_to_80_frac_p_holm"] < 0.05 and r["top_head_pct_p_holm"] < 0.05
+    assert r["verdict"].startswith("mixed: both significant") and ov["verdict_all"][0].startswith("mixed")
     assert r["direction_top_head"] == 1 and r["direction_heads_to"] == -1
 
 
@@ -476,8 +509,8 @@ def test_a_toy_whose_damage_is_refused_enters_no_pair():
 def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
     """Issue 23 item 8: facts by margin and facts by accuracy (another run, config
     sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
-    with this run's. Holm over the 6 tests: 0.004 x 6 = 0.024 for margin's top head (0.012 over its
-    own 3)."""
+    with this run's. Holm over the 4 primary tests (top head, greedy; both runs): sorted 0.004,
+    0.01, 0.02, 0.3 -> 0.016, 0.03 for the two top heads."""
     from circuitloc.report.writers import write_sweep_overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
@@ -488,8 +521,8 @@ def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
     write_sweep_overview({"facts/zero-query": tmp_path / "margin.csv"}, tmp_path / "o.csv", tmp_path / "o.md", opts,
                          extra={"facts (accuracy)/zero-query": tmp_path / "accuracy.csv"})
     out = pl.read_csv(tmp_path / "o.csv")
-    assert out["task"].to_list() == ["facts", "facts (accuracy)"] and out["n_tests_all"][0] == 6
-    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.024, 0.05])
+    assert out["task"].to_list() == ["facts", "facts (accuracy)"] and out["n_tests_primary_all"][0] == 4
+    assert out["top_head_pct_p_all"].to_list() == pytest.approx([0.016, 0.03])
 
 
 def test_adjust_with_reads_the_other_runs_paired_tables(tmp_path):

@@ -107,6 +107,19 @@ def curve_area(curve_damage, n_units: int) -> float:
     return area + max(0.0, 1.0 - x[-1]) * float(d[-1])
 
 
+def rescaled_curve_area(area, n_units):
+    """The curve area on one scale for every unit count: (A - 1/2K) / (1 - 1/K), K units. The raw
+    area of K units lies between 1/2K (only the last unit does anything) and 1 - 1/2K (one unit
+    removes the task), so a 2-unit model scores <= 0.75 by construction; rescaled, one unit
+    removing the task is 1, damage growing linearly with units 0.5, all of it in the last unit 0.
+    NaN for one unit (K = 1: no curve to speak of) or a NaN area. Still a function of K beyond its
+    range (a 2-unit curve has one free step): compare only at equal unit counts."""
+    a, k = np.asarray(area, float), np.asarray(n_units, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(k > 1, (a - 1 / (2 * k)) / (1 - 1 / k), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
 # Drops below this fraction of the largest one count as no drop: a cut at exactly 0 would let float
 # noise (+1e-7 on one CPU, -1e-7 on another) change the set of units the entropy sums over.
 NEGLIGIBLE_DROP = 1e-6
@@ -146,14 +159,81 @@ def heads_to_measures(columns) -> list[str]:
     return sorted(found, key=lambda c: c.endswith("_greedy"))
 
 
+# The negative control of Table 2: single random units other than the top unit. A model with at
+# least CONTROL_MIN_LAYERS layers draws them from its middle third of layers (away from the embedding
+# and unembedding ends); a shallower one from every layer (the middle third of a 2-layer toy is
+# layer 0, often the top unit's own layer: a control that is no control).
+CONTROL_MIN_LAYERS = 6
+
+
+def control_layers(n_layers: int) -> tuple[int, int]:
+    """[lo, hi): the layers Table 2's random control units are drawn from (`CONTROL_MIN_LAYERS`)."""
+    n = int(n_layers)
+    if n < CONTROL_MIN_LAYERS:
+        return 0, n
+    return n // 3, max(n // 3 + 1, (2 * n) // 3)
+
+
+def control_rule(n_layers: int) -> str:
+    """The control's rule as Table 2 states it (column `control_rule`)."""
+    lo, hi = control_layers(n_layers)
+    if int(n_layers) < CONTROL_MIN_LAYERS:
+        return f"any non-top unit, all {int(n_layers)} layers (fewer than {CONTROL_MIN_LAYERS}), on the curve prompts"
+    return f"non-top units of layers {lo}-{hi - 1} (middle third of {int(n_layers)}), on the curve prompts"
+
+
+def _at_least(value, cut: float, interval=None):
+    """Is value >= cut? True / False, or None when the interval (lo, hi) straddles the cut (a point
+    value without an interval is its own interval)."""
+    lo, hi = (value, value) if interval is None else interval
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo = hi = value
+    if lo >= cut:
+        return True
+    if hi < cut:
+        return False
+    return None
+
+
 def specificity_verdict(off_task_damage: list[float], neutral_rise: float, specific: float = 0.2,
-                        general: float = 0.5, neutral_specific: float = 0.05) -> str:
+                        general: float = 0.5, neutral_specific: float = 0.05, intervals=None) -> str:
     """'specific' when the unit barely touches the other tasks and plain text; 'breaks everything'
-    when it removes at least half of another task or a quarter of next-token performance."""
-    off = [d for d in off_task_damage if np.isfinite(d)]
-    neutral_ok = not np.isfinite(neutral_rise)
-    if (off and max(off) >= general) or (np.isfinite(neutral_rise) and neutral_rise >= 0.25):
-        return "breaks everything" if off and min(off) >= general else "breaks other tasks"
-    if all(d < specific for d in off) and (neutral_ok or neutral_rise < neutral_specific):
+    when it removes at least half of every other task, 'breaks other tasks' when half of one or a
+    quarter of next-token performance; else 'partly shared'. `intervals`: (off-task intervals
+    [(lo, hi)] in the order of off_task_damage, neutral-rise interval (lo, hi)); with them a
+    comparison with a cut is decided only when the interval lies on one side of it, and a verdict
+    that hangs on an undecided one is 'unclear (a or b)', naming the verdicts it could be (a
+    damage of 0.5084 against the 0.5 cut, with an interval 0.2 wide, decides nothing)."""
+    pairs = [(d, None if intervals is None else intervals[0][i]) for i, d in enumerate(off_task_damage)]
+    off = [(d, iv) for d, iv in pairs if np.isfinite(d)]
+    rise_iv = None if intervals is None else intervals[1]
+    tests = [(d, general, iv) for d, iv in off] + [(d, specific, iv) for d, iv in off]
+    if np.isfinite(neutral_rise):
+        tests += [(neutral_rise, 0.25, rise_iv), (neutral_rise, neutral_specific, rise_iv)]
+    known = [_at_least(v, cut, iv) for v, cut, iv in tests]
+    open_ = [i for i, k in enumerate(known) if k is None]
+    verdicts = []
+    for bits in range(2 ** len(open_)):  # every way the undecided comparisons could come out
+        k = list(known)
+        for j, i in enumerate(open_):
+            k[i] = bool((bits >> j) & 1)
+        v = _specificity_of(k, len(off), np.isfinite(neutral_rise))
+        if v not in verdicts:
+            verdicts.append(v)
+    verdicts.sort(key=SPECIFICITY_ORDER.index)
+    return verdicts[0] if len(verdicts) == 1 else f"unclear ({' or '.join(verdicts)})"
+
+
+SPECIFICITY_ORDER = ("specific", "partly shared", "breaks other tasks", "breaks everything")
+
+
+def _specificity_of(k: list, n_off: int, has_neutral: bool) -> str:
+    """The verdict from decided comparisons, in `specificity_verdict`'s order: per off-task damage
+    >= general, then per off-task damage >= specific, then neutral >= 0.25 and >= neutral_specific."""
+    general, specific = k[:n_off], k[n_off:2 * n_off]
+    neutral_breaks, neutral_touched = (k[2 * n_off], k[2 * n_off + 1]) if has_neutral else (False, False)
+    if any(general) or neutral_breaks:
+        return "breaks everything" if general and all(general) else "breaks other tasks"
+    if not any(specific) and not neutral_touched:
         return "specific"
     return "partly shared"

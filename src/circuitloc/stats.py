@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import norm, spearmanr
+
+# How every interval over prompts is read off its resamples (drops, damage, curve steps, the clean
+# span): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
+# mean) under-cover at the prompt counts a run uses: 0.91 at 20 prompts for normal drops, 0.85
+# for skewed ones, where bootstrap-t gives 0.95 and 0.94 (bench/coverage.py measures all three).
+INTERVAL = "studentized"
+INTERVAL_METHODS = ("percentile", "bca", "studentized")
 
 
 def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
@@ -19,8 +26,95 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Resampled:
+    """Estimates of U quantities and what an interval is read from: `est` [U], their resamples
+    `boots` [B, U], standard errors `se` [U] and each resample's own `se_boots` [B, U] (studentized),
+    leave-one-prompt-out estimates `jack` [N, U] (BCa; None where not needed)."""
+
+    est: np.ndarray
+    boots: np.ndarray
+    se: np.ndarray
+    se_boots: np.ndarray
+    jack: np.ndarray | None = None
+
+
+def _bounds(r: Resampled, ci: float, method: str):
+    """(lo, hi), one per column of `r`. percentile: the resamples' quantiles. bca: quantiles moved
+    by the bias (z0) and the jackknife acceleration. studentized: quantiles of
+    t* = (boot - est) / se* applied to the estimate's own standard error. A column whose estimate is
+    not finite gets NaN; one without spread (se 0) the estimate itself."""
+    a = (1 - ci) / 2
+    est, boots, se, se_boots, jack = np.asarray(r.est, float), r.boots, r.se, r.se_boots, r.jack
+    lo, hi = np.full(est.shape, np.nan), np.full(est.shape, np.nan)
+    ok = np.isfinite(est) & np.isfinite(boots).any(axis=0)
+    if method == "percentile":
+        if ok.any():
+            lo[ok], hi[ok] = np.nanquantile(boots[:, ok], [a, 1 - a], axis=0)
+        return lo, hi
+    if method == "bca":
+        z = norm.ppf([a, 1 - a])
+        for u in np.flatnonzero(ok):
+            b = boots[:, u][np.isfinite(boots[:, u])]
+            frac = (np.sum(b < est[u]) + 0.5 * np.sum(b == est[u])) / len(b)
+            z0 = norm.ppf(np.clip(frac, 0.5 / len(b), 1 - 0.5 / len(b)))
+            d = np.nanmean(jack[:, u]) - jack[:, u]
+            d = d[np.isfinite(d)]
+            den = 6 * np.sum(d ** 2) ** 1.5
+            acc = float(np.sum(d ** 3) / den) if den > 0 else 0.0
+            lo[u], hi[u] = np.quantile(b, norm.cdf(z0 + (z0 + z) / (1 - acc * (z0 + z))))
+        return lo, hi
+    if method != "studentized":
+        raise ValueError(f"unknown interval method {method!r}: expected one of {', '.join(INTERVAL_METHODS)}")
+    flat = ok & (se <= 1e-12 * np.maximum(1.0, np.abs(est)))
+    lo[flat] = hi[flat] = est[flat]
+    ok &= ~flat
+    if ok.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (boots[:, ok] - est[ok]) / se_boots[:, ok]
+        t[~np.isfinite(t)] = np.nan  # a resample of one repeated prompt has no spread of its own
+        q_lo, q_hi = np.nanquantile(t, [a, 1 - a], axis=0)
+        lo[ok], hi[ok] = est[ok] - q_hi * se[ok], est[ok] - q_lo * se[ok]
+    return lo, hi
+
+
+def mean_intervals(values, w, ci: float = 0.95, method: str = INTERVAL) -> tuple:
+    """(lo, hi) of the mean over prompts of each row of `values` [U, N], from the resample weights
+    `w` [B, N] (`bootstrap_weights`)."""
+    x = np.atleast_2d(np.asarray(values, float))
+    n = x.shape[1]
+    est, boots = x.mean(axis=1), w @ x.T  # [U], [B, U]
+    se = np.sqrt(np.mean((x - est[:, None]) ** 2, axis=1) / n)
+    se_boots = np.sqrt(np.maximum(w @ (x ** 2).T - boots ** 2, 0.0) / n)
+    jack = (x.sum(axis=1)[None, :] - x.T) / max(n - 1, 1) if method == "bca" else None
+    return _bounds(Resampled(est, boots, se, se_boots, jack), ci, method)
+
+
+def ratio_intervals(num, den, w, ci: float = 0.95, method: str = INTERVAL) -> tuple:
+    """(lo, hi) of mean(num_u) / mean(den) for each row of `num` [U, N] over one denominator `den`
+    [N], numerator and denominator from the same resample; studentized with the delta-method
+    standard error sqrt(mean((num - r den)^2) / N) / |mean(den)|. A ratio over a mean denominator
+    of (near) 0 is NaN, in the estimate and in a resample."""
+    d, s = np.atleast_2d(np.asarray(num, float)), np.asarray(den, float)
+    n = d.shape[1]
+    S = s.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = np.where(abs(S) > 1e-12, d.mean(axis=1) / S, np.nan)
+        Sb = w @ s  # [B]
+        Db = w @ d.T  # [B, U]
+        keep = np.abs(Sb)[:, None] > 1e-12
+        boots = np.where(keep, Db / Sb[:, None], np.nan)
+        se = np.sqrt(np.mean((d - est[:, None] * s[None, :]) ** 2, axis=1) / n) / abs(S)
+        var_b = w @ (d ** 2).T - 2 * boots * (w @ (d * s[None, :]).T) + boots ** 2 * (w @ s ** 2)[:, None]
+        se_boots = np.sqrt(np.maximum(var_b, 0.0) / n) / np.abs(Sb)[:, None]
+        jack = None
+        if method == "bca":
+            jack = (d.sum(axis=1)[None, :] - d.T) / (s.sum() - s)[:, None]
+    return _bounds(Resampled(est, boots, se, se_boots, jack), ci, method)
+
+
+@dataclass(frozen=True)
 class Bootstrap:
-    """How prompts are resampled: `n` resamples drawn with `seed`, percentile intervals at `ci`
+    """How prompts are resampled: `n` resamples drawn with `seed`, intervals at `ci`
     (config `bootstrap:` and the run's seed)."""
 
     n: int
@@ -34,12 +128,12 @@ class Bootstrap:
 
 
 def drop_intervals(clean, ablated, higher_is_better: bool, boot: Bootstrap, floor=None) -> dict:
-    """Percentile intervals of each unit's drop, resampling prompts (the same draw for the clean and
-    every ablated run: paired), and how often each unit is the top unit across resamples.
-    clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u ablated.
-    With `floor` (the metric when the task is gone: a number, or [N] per prompt), also the interval
-    of the damage drop / (clean - floor), a ratio whose numerator and denominator come from the same
-    resample (a fixed denominator would understate its width)."""
+    """Intervals (`INTERVAL`: studentized) of each unit's drop, resampling prompts (the same draw
+    for the clean and every ablated run: paired), and how often each unit is the top unit across
+    resamples. clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u
+    ablated. With `floor` (the metric when the task is gone: a number, or [N] per prompt), also the
+    interval of the damage drop / (clean - floor), a ratio whose numerator and denominator come
+    from the same resample (a fixed denominator would understate its width)."""
     n_boot, seed, ci = boot.n, boot.seed, boot.ci
     clean, ablated = np.asarray(clean, float), np.atleast_2d(np.asarray(ablated, float))
     per_prompt = clean[None, :] - ablated
@@ -47,25 +141,18 @@ def drop_intervals(clean, ablated, higher_is_better: bool, boot: Bootstrap, floo
         per_prompt = -per_prompt
     w = bootstrap_weights(clean.shape[0], n_boot, seed)
     boots = w @ per_prompt.T  # [B, U]
-    alpha = (1 - ci) / 2
     top = np.bincount(boots.argmax(axis=1), minlength=ablated.shape[0]) / n_boot
-    out = {"lo": np.quantile(boots, alpha, axis=0), "hi": np.quantile(boots, 1 - alpha, axis=0), "top_freq": top}
+    lo, hi = mean_intervals(per_prompt, w, ci)
+    out = {"lo": lo, "hi": hi, "top_freq": top}
     if floor is not None:
         span_pp = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
-        span = w @ (span_pp if higher_is_better else -span_pp)  # [B]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(np.abs(span)[:, None] > 1e-12, boots / span[:, None], np.nan)
-        ok = np.isfinite(ratio).any(axis=0)
-        lo, hi = np.full(ratio.shape[1], np.nan), np.full(ratio.shape[1], np.nan)
-        if ok.any():
-            lo[ok] = np.nanquantile(ratio[:, ok], alpha, axis=0)
-            hi[ok] = np.nanquantile(ratio[:, ok], 1 - alpha, axis=0)
-        out["damage_lo"], out["damage_hi"] = lo, hi
+        out["damage_lo"], out["damage_hi"] = ratio_intervals(per_prompt, span_pp if higher_is_better else -span_pp,
+                                                             w, ci)
     return out
 
 
 def span_interval(clean, floor, higher_is_better: bool, boot: Bootstrap) -> tuple:
-    """Percentile interval of mean(clean - floor) over prompts (for a loss, floor - clean): how
+    """Interval (`INTERVAL`) of mean(clean - floor) over prompts (for a loss, floor - clean): how
     clearly the clean metric stands above the metric with the task gone, the denominator of every
     damage ratio. `floor`: a number or one value per prompt, resampled with the prompts."""
     n_boot, seed, ci = boot.n, boot.seed, boot.ci
@@ -74,9 +161,8 @@ def span_interval(clean, floor, higher_is_better: bool, boot: Bootstrap) -> tupl
     span = span if higher_is_better else -span
     if len(span) == 0:
         return float("nan"), float("nan")
-    boots = bootstrap_weights(len(span), n_boot, seed) @ span
-    alpha = (1 - ci) / 2
-    return float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+    lo, hi = mean_intervals(span[None, :], bootstrap_weights(len(span), n_boot, seed), ci)
+    return float(lo[0]), float(hi[0])
 
 
 def agreement(a, b, labels, k: int = 5) -> dict:
@@ -136,13 +222,23 @@ def censored_scores(values, censored) -> np.ndarray:
     return (less.sum(axis=0) - less.sum(axis=1)).astype(float)  # below i, minus above i
 
 
-def sign_flip_p(d, exact_max: int = 16, n_mc: int = 100_000, seed: int = 0) -> float:
+def signed_sums(d) -> np.ndarray:
+    """sum(s * d) for every one of the 2^m sign vectors s of the m values in d (bit k of the row
+    index: the sign of d[k])."""
+    d = np.asarray(d, float)
+    signs = 1 - 2 * ((np.arange(2 ** len(d))[:, None] >> np.arange(len(d))) & 1)
+    return signs @ d
+
+
+def sign_flip_p(d, exact_max: int = 20, n_mc: int = 100_000, seed: int = 0) -> float:
     """Two-sided paired permutation test of sum(d) = 0: under no difference each pair's sign is a
-    coin flip. Exact (all 2^m sign patterns of the m pairs with d != 0) for m <= exact_max, else
-    Monte Carlo with p = (1 + k) / (1 + n_mc), k the draws at least as extreme, so never 0 (the
-    observed pattern counts as one draw). Pairs with d = 0 contribute nothing: the smallest possible
-    p is 2 / 2^m (0.0625 for 5 nonzero pairs), m the pairs whose difference is nonzero, however many
-    seeds there are."""
+    coin flip. Exact (all 2^m sign patterns of the m pairs with d != 0) for m <= exact_max, counted
+    meet-in-the-middle (the 2^(m/2) sums of one half against the sorted sums of the other, so 20
+    pairs cost two arrays of 1024, not a 2^20 x 20 matrix), else Monte Carlo with
+    p = (1 + k) / (1 + n_mc), k the draws at least as extreme, so never 0 (the observed pattern
+    counts as one draw). Pairs with d = 0 contribute nothing: the smallest possible p is 2 / 2^m
+    (0.0625 for 5 nonzero pairs), m the pairs whose difference is nonzero, however many seeds
+    there are."""
     d = np.asarray(d, float)
     d = d[np.isfinite(d)]
     if len(d) == 0:
@@ -154,8 +250,11 @@ def sign_flip_p(d, exact_max: int = 16, n_mc: int = 100_000, seed: int = 0) -> f
     n = len(d)
     tol = t - 1e-9 * max(1.0, t)
     if n <= exact_max:
-        signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
-        return float(np.mean(np.abs(signs @ d) >= tol))
+        first, second = signed_sums(d[: n // 2]), np.sort(signed_sums(d[n // 2:]))
+        # |a + b| >= tol: b >= tol - a, or b <= -tol - a (disjoint: tol > 0)
+        above = len(second) - np.searchsorted(second, tol - first, side="left")
+        below = np.searchsorted(second, -tol - first, side="right")
+        return float((above.sum() + below.sum()) / 2.0 ** n)
     signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_mc, n))
     k = int(np.sum(np.abs(signs @ d) >= tol))
     return float((1 + k) / (1 + n_mc))

@@ -220,9 +220,10 @@ def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, selec
 
 
 def control_pool(unit_rows: list[Unit], n_layers: int, exclude=()) -> list[Unit]:
-    """The negative control's candidates: units of the middle third of layers (for a 2-layer model,
-    layer 0), never the units in `exclude` (the top unit)."""
-    lo, hi = n_layers // 3, max(n_layers // 3 + 1, (2 * n_layers) // 3)
+    """The negative control's candidates: units of every layer of a model with fewer than six
+    layers, else of its middle third of layers (`metrics.control_layers`: the middle third of a
+    2-layer model was layer 0, often the top unit's own), never the units in `exclude` (the top unit)."""
+    lo, hi = M.control_layers(n_layers)
     exclude = set(exclude)
     return [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
 

@@ -12,6 +12,7 @@ import torch
 
 from circuitloc import io
 from circuitloc import metrics as M
+from circuitloc import stats as S
 from circuitloc.engine import ablation as A
 from circuitloc.engine.job import AblationJob, progress, read_ranked
 from circuitloc.engine.settings import (
@@ -146,44 +147,66 @@ def greedy_selection(job: JobSettings, full: pl.DataFrame, ablation: str, aj: Ab
 
 # -- beyond the paper: specificity ---------------------------------------------------------
 def _tops_on(job: JobSettings, data, ablation: str, tops: dict, loaded) -> tuple:
-    """(the job on `data`, the clean metric, the metric with each top unit ablated alone), as the
-    engine computed them (float32: the damage is taken before any rounding to float64)."""
+    """(the job on `data`, the clean metric, the metric with each top unit ablated alone, the
+    intervals of each top unit's damage over the prompts or None), as the engine computed them
+    (float32: the damage is taken before any rounding to float64). The intervals come with
+    `job.bootstrap` (numerator and denominator resampled together, `stats.drop_intervals`); on
+    neutral text the floor is 0, so the damage is minus the loss's relative rise."""
     aj = AblationJob(job, data, ablation, loaded=loaded)
     by_label = {u.label: u for u in aj.units}
-    v = aj.probe.means([{}] + [A.as_sets([by_label[u]]) for u in tops.values()])
-    return aj, v[0], v[1:]
+    per_prompt = aj.probe.run([{}] + [A.as_sets([by_label[u]]) for u in tops.values()])[aj.task.metric_name]
+    v = per_prompt.mean(dim=1).numpy()
+    iv = None
+    if job.bootstrap:
+        pp = per_prompt.numpy()
+        floor = 0.0 if job.task == NEUTRAL else aj.floor_per_prompt()
+        out = S.drop_intervals(pp[0], pp[1:], aj.task.higher_is_better, job.bootstrap, floor=floor)
+        iv = list(zip(out["damage_lo"].tolist(), out["damage_hi"].tolist(), strict=True))
+    return aj, v[0], v[1:], iv
 
 
 def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_coverage: float = 0.9):
     """Each task's top unit ablated on every task's scoring prompts (damage) and on neutral text
     (the rise of the next-token loss, relative to the clean loss): a unit that breaks everything is
     not a task circuit. Each task is ranked on its metric (`job.metrics`; a task not named: its
-    default)."""
+    default). With `job.bootstrap` each damage and the neutral rise carry an interval over prompts
+    (`_lo`, `_hi`), and the verdict decides a cut only where the interval lies on one side of it
+    (`metrics.specificity_verdict`: else 'unclear (a or b)')."""
 
     loaded = load_engine(job.card, job.device)
     tops = {t: read_ranked(p)["unit"][0] for t, p in files.scores.items()}
+    nan = float("nan")
     damage: dict = {}
+    intervals: dict = {}
     for target, data in files.datasets.items():
-        aj, clean, ablated = _tops_on(job.for_task(target), data, ablation, tops, loaded)
+        aj, clean, ablated, iv = _tops_on(job.for_task(target), data, ablation, tops, loaded)
         floor = aj.floor()
-        for src, val in zip(tops, ablated):
+        for i, (src, val) in enumerate(zip(tops, ablated)):
             damage[(src, target)] = float(M.damage(clean, val, floor, aj.task.higher_is_better))
+            intervals[(src, target)] = iv[i] if iv else (nan, nan)
     # the control: plain text, no task, so no floor; the effect is the loss's relative rise
     neutral, coverage = windows(files.neutral, loaded[1], job.card["prepend_bos"], seed=job.seed)
-    _, clean_loss, ablated_loss = _tops_on(job.for_task(NEUTRAL), neutral, ablation, tops, loaded)
+    _, clean_loss, ablated_loss, neutral_iv = _tops_on(job.for_task(NEUTRAL), neutral, ablation, tops, loaded)
     ok = coverage >= min_coverage
     rows = []
-    for (src, unit), val in zip(tops.items(), ablated_loss):
+    for i, ((src, unit), val) in enumerate(zip(tops.items(), ablated_loss)):
         rise = float((val - clean_loss) / clean_loss)
+        rise_iv = (-neutral_iv[i][1], -neutral_iv[i][0]) if neutral_iv and ok else (nan, nan)  # rise = -damage
         row = {"model": job.card["name"], "attention": job.card["attention"], "ablation": ablation, "task": src,
                "top_unit": unit}
         for target in files.datasets:
             row[f"damage_{target}"] = damage[(src, target)]
-        row.update({"neutral_coverage": coverage, "neutral_loss_clean": float(clean_loss) if ok else float("nan"),
-                    "neutral_loss_ablated": float(val) if ok else float("nan"),
-                    "neutral_rise_pct": 100 * rise if ok else float("nan")})
+            if job.bootstrap:
+                row[f"damage_{target}_lo"], row[f"damage_{target}_hi"] = intervals[(src, target)]
+        row.update({"neutral_coverage": coverage, "neutral_loss_clean": float(clean_loss) if ok else nan,
+                    "neutral_loss_ablated": float(val) if ok else nan,
+                    "neutral_rise_pct": 100 * rise if ok else nan})
+        if job.bootstrap:
+            row["neutral_rise_pct_lo"], row["neutral_rise_pct_hi"] = 100 * rise_iv[0], 100 * rise_iv[1]
         off = [row[f"damage_{t}"] for t in files.datasets if t != src]
-        row["verdict"] = specificity_verdict(off, rise if ok else float("nan"))
+        off_iv = [intervals[(src, t)] for t in files.datasets if t != src]
+        row["verdict"] = specificity_verdict(off, rise if ok else nan,
+                                             intervals=(off_iv, rise_iv) if job.bootstrap else None)
         rows.append(row)
     io.write_parquet(io.frame(rows), files.out)
     log.info("specificity %s/%s: %s", job.card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])

@@ -90,6 +90,16 @@ def sweep_adjust_with(config) -> dict:
     return out
 
 
+def sweep_layer_table(config, task, ablation) -> list[str]:
+    """[the Table 1 of `ablation`'s kind under layer units] for a kv ablation whose layer twin has a
+    sweep table, else []: a KV-1 toy's kv groups are its layers, compared with the MHA toy's layers
+    (`report.sweep.paired`)."""
+    kind, unit = vocab.parse_ablation(ablation)
+    twin = vocab.ablation_name(kind, vocab.LAYER)
+    return [f"results/tables/table1_{task}_{twin}.csv"] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
+        else []
+
+
 # the tables the claims table reads (circuitloc.report.claims), where the run makes them
 CLAIM_TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", "stability_ioi")
 CLAIMS = "results/tables/claims.csv"

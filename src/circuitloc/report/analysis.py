@@ -113,8 +113,19 @@ def _nanmean(col: pl.Series) -> float:
 
 def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     """The headline comparison on one table: top head score (higher = more concentrated) and
-    heads-to-80% as a fraction (lower = more concentrated); the verdict needs both to agree."""
+    heads-to-80% as a fraction (lower = more concentrated); the verdict needs both to agree. Only at
+    equal unit counts: an MHA model's 16 kv units (its heads) against a GQA model's 4 kv groups
+    compare how the models are cut, not how concentrated they are, so that row is described only."""
     m, g = _side(mha), _side(gqa)
+    counts = {side: sorted({int(n) for n in df["n_units"].to_list()}) for side, df in (("MHA", mha), ("GQA", gqa))}
+    if len(counts["MHA"]) != 1 or counts["MHA"] != counts["GQA"]:
+        units = ", ".join(f"{side} {'/'.join(map(str, c))}" for side, c in counts.items())
+        out = {"verdict": f"descriptive: unit counts differ ({units} units), not compared (every concentration "
+                          "measure depends on the unit count)"}
+        for side, d in (("mha", m), ("gqa", g)):
+            out.update({f"{side}_{k}": v for k, v in d.items() if k not in ("bound", "top_head_prompts")})
+        out["top_head_prompts"] = "/".join(sorted({m["top_head_prompts"], g["top_head_prompts"]}))
+        return out
     name = next(k for k in m if k.endswith("_frac"))  # heads_to_{pct}_frac
     s1 = np.sign(g["top_head_pct"] - m["top_head_pct"])
     diff = m[name] - g[name]  # > 0: GQA needs fewer units

@@ -4,7 +4,9 @@ bundle of keyword arguments. Standard library only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from circuitloc.plan.labels import QUERY, UNITS
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,52 @@ class FigureFiles:
     pdf: str
 
 
+# the measures a sweep's paired table tests, by the names `sweep.primary.measures` uses
+SWEEP_MEASURES = ("top_head", "curve_area", "heads_to_ranked", "heads_to_greedy")
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The sweep's primary family: these measures under these units, every task and size (config
+    `sweep.primary`); every other test is exploratory and adjusted on its own."""
+
+    units: tuple = (QUERY,)
+    measures: tuple = ("top_head", "heads_to_greedy")
+
+    def __post_init__(self):
+        bad = [u for u in self.units if u not in UNITS] + [m for m in self.measures if m not in SWEEP_MEASURES]
+        if bad:
+            raise ValueError(f"sweep.primary: unknown {', '.join(map(repr, bad))} (units {', '.join(UNITS)}; "
+                             f"measures {', '.join(SWEEP_MEASURES)})")
+
+
 @dataclass(frozen=True)
 class SweepStats:
-    """How the sweep's seeds are summarised: `ci` of the t-intervals, `alpha` and `p_adjust` (holm or
-    bh) of the paired tests (config sweep:, defaults in config/schema.yaml)."""
+    """How the sweep's seeds are summarised and tested: `ci` of the t-intervals, `alpha` and
+    `p_adjust` (holm or bh) of the paired tests, `primary` their primary family (config sweep:,
+    defaults in config/schema.yaml)."""
 
-    ci: float
-    alpha: float
-    p_adjust: str
+    ci: float = 0.95
+    alpha: float = 0.05
+    p_adjust: str = "holm"
+    primary: Primary = field(default_factory=Primary)
+
+    @classmethod
+    def of(cls, opts: dict | None, ci: float | None = None) -> SweepStats:
+        """From the rules' `stats` params ({alpha, p_adjust, primary}); a missing key keeps its default."""
+        o = {k: v for k, v in (opts or {}).items() if v is not None}
+        pr = o.get("primary") or {}
+        return cls(ci=float(ci if ci is not None else o.get("ci", cls.ci)), alpha=float(o.get("alpha", cls.alpha)),
+                   p_adjust=str(o.get("p_adjust", cls.p_adjust)),
+                   primary=Primary(tuple(pr.get("units", Primary.units)), tuple(pr.get("measures", Primary.measures))))
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    """What a sweep table job reads: its Table 1, the models' cards and sweep meta, and for a kv
+    ablation its layer twin's Table 1 (None elsewhere)."""
+
+    table1: str
+    cards: dict
+    meta: dict
+    layer_table1: str | None = None

@@ -1,7 +1,15 @@
 """What the controlled experiment's seeds say together: `summarize` turns the sweep toys' Table 1
 rows into means and intervals across seeds, `paired` into paired comparisons against the MHA model
 of the same seed and size, `overview` into one verdict per comparison. The toys themselves come
-from circuitloc.plan.sweep."""
+from circuitloc.plan.sweep.
+
+Two rules keep a verdict meaning what it says (issue 31). Comparisons only at equal unit counts:
+every concentration measure (top unit, heads-to as a fraction, curve area, effective units) depends
+on how many units a model is cut into, so a KV-1 toy's 2 kv groups against the MHA toy's 16 heads
+is described, never tested (`comparison`); where the KV-1 toy's groups are its layers, its rows are
+paired with the MHA toy's layer rows instead (`vs_unit`). Families: the tests the config declares
+primary (`sweep.primary`: units and measures, every task) are adjusted on their own, every other
+test as a second, exploratory family (`{measure}_family`)."""
 
 from __future__ import annotations
 
@@ -12,8 +20,14 @@ from circuitloc import metrics as M
 from circuitloc import stats as S
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_label, heads_to_measures
+from circuitloc.plan.vocab import QUERY
 from circuitloc.report.analysis import behaves
+from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
 from circuitloc.report.tables import top_head_measure
+
+MEASURES = SWEEP_MEASURES
+PRIMARY, EXPLORATORY, DESCRIPTIVE = "primary", "exploratory", "descriptive"
+TESTED = "tested"
 
 
 def _interval(x, ci: float):
@@ -66,6 +80,7 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                      "top_head_pct_lo": _num(r.get(f"{top}_lo")),
                      "top_head_pct_hi": _num(r.get(f"{top}_hi")),
                      "curve_area": _num(r.get("curve_area")),
+                     "rescaled_curve_area": _num(M.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
                      **h80,
                      "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
                      "n_units": int(r["n_units"])})
@@ -81,7 +96,7 @@ def _num(v) -> float:
 
 
 # uncensored: mean and t-interval across seeds (curve_area: threshold-free, never censored)
-METRICS = ("top_head_pct", "curve_area", "top_share", "effective_units")
+METRICS = ("top_head_pct", "curve_area", "rescaled_curve_area", "top_share", "effective_units")
 # heads-to-threshold on the ranked curve and on the greedy curve (the paper's), named from the
 # configured threshold (heads_to_80, heads_to_90_greedy, ...): may be '> K', so a median (or bound)
 # and a censored count, never a mean over made-up values
@@ -181,77 +196,178 @@ def _paired_t(o, b, ci):
     return mean, lo, hi, p
 
 
-def paired(pm, ci: float = 0.95, alpha: float = 0.05, p_adjust: str = "holm"):
-    """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, on the
-    seeds where both are `used` (passed their checks, show task behaviour, may report damage).
-    Top head score and curve area (higher = more concentrated): mean difference, t-interval, paired
-    t-test; the top head is tested only when both sides' scores are held out (`top_head_prompts`).
-    Heads-to-threshold as a fraction (lower = more concentrated; '> K' censored), greedy (the
-    paper's) and ranked: wins, losses and ties of the fewer-KV model, and an exact sign-flip test on
-    Gehan scores. Every p-value of the table is adjusted together (`p_adjust`: holm, or bh).
-    `direction_top_head` and `direction_heads_to` (+1: fewer KV heads more concentrated) and
-    `verdict_heads_to` (which heads-to measure) are written beside `verdict` (`verdict`), so the
-    overview reads the same directions."""
+def _used(df) -> set:
+    """Seeds of df whose model is `used` (passed its checks, shows task behaviour, may report damage)."""
+    return set(df.filter(pl.col("used"))["seed"].to_list())
 
 
-    def by_seed(df, seeds):  # the rows of df for these seeds, in this order
-        return pl.DataFrame({"seed": pl.Series(seeds, dtype=df["seed"].dtype)}).join(
-            df, on="seed", how="left", maintain_order="left")
+def _by_seed(df, seeds):
+    """The rows of df for these seeds, in this order."""
+    return pl.DataFrame({"seed": pl.Series(seeds, dtype=df["seed"].dtype)}).join(
+        df, on="seed", how="left", maintain_order="left")
 
+
+def _units(df, seeds) -> int | None:
+    """The unit count of a model kind over these seeds (its first row's where no seed is paired)."""
+    n = sorted(set(df.filter(pl.col("seed").is_in(seeds))["n_units"].to_list())) or df["n_units"].head(1).to_list()
+    return int(n[0]) if len(n) == 1 else None  # one count per kind; mixed counts compare nothing
+
+
+def _comparison(n_units, mha_n_units) -> str:
+    """`tested` at equal unit counts; else why the row is only described."""
+    if n_units is not None and n_units == mha_n_units:
+        return TESTED
+    return (f"{DESCRIPTIVE}: {n_units} vs {mha_n_units} units (every concentration measure depends on the unit "
+            "count: described, not tested)")
+
+
+def _compare(o, b, measures, ci) -> dict:
+    """The measures of two aligned frames (one row per paired seed): means and t-intervals of each
+    side, paired differences and tests (top head: held-out scores only; curve area: paired t;
+    heads-to fractions: exact sign-flip on Gehan scores), and directions (+1: o more concentrated)."""
+    row = {}
+    for m in ("clean", "top_head_pct", "curve_area", "rescaled_curve_area"):
+        row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(_finite(b[m]), ci)
+        row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(_finite(o[m]), ci)
+    where = sorted(set(b["top_head_prompts"].to_list()) | set(o["top_head_prompts"].to_list()))
+    row["top_head_prompts"] = "/".join(where)
+    mean, lo, hi, p = _paired_t(_floats(o["top_head_pct"]), _floats(b["top_head_pct"]), ci)
+    if where and where != ["heldout"]:  # in-sample scores: shown, never tested
+        p = np.nan
+    row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
+                "top_head_pct_p": p})
+    mean, lo, hi, p = _paired_t(_floats(o["curve_area"]), _floats(b["curve_area"]), ci)
+    row.update({"curve_area_diff": mean, "curve_area_diff_lo": lo, "curve_area_diff_hi": hi, "curve_area_p": p})
+    # at equal unit counts an affine function of the raw area (same K): the same test, not a second one
+    mean, lo, hi, _ = _paired_t(_floats(o["rescaled_curve_area"]), _floats(b["rescaled_curve_area"]), ci)
+    row.update({"rescaled_curve_area_diff": mean, "rescaled_curve_area_diff_lo": lo,
+                "rescaled_curve_area_diff_hi": hi})
+    for h in measures:
+        m = f"{h}_frac"
+        for side, t in (("mha_", b), ("", o)):
+            row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
+        bv, bc = _values(b, m)
+        ov, oc = _values(o, m)
+        ok = np.isfinite(bv) & np.isfinite(ov)  # a refused value drops its pair
+        test = S.paired_censored(bv[ok], bc[ok], ov[ok], oc[ok])
+        row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
+                    f"{m}_p": test["p"], f"{h}_direction": _sign(-test["stat"]),
+                    f"{h}_censored_pairs": int((bc | oc)[ok].sum())})
+    row["direction_top_head"] = _sign(row["top_head_pct_diff"])
+    row["direction_curve_area"] = _sign(row["curve_area_diff"])
+    return row
+
+
+def _pair_row(key: dict, other, base, seeds, measures, ci) -> dict:
+    """One paired row: `key` (size, kv_heads, vs_kv_heads, unit, vs_unit), the unit counts, whether
+    it is tested, and `_compare` on the paired seeds (p-values blanked for a descriptive row)."""
+    n_units, mha_n_units = _units(other, seeds), _units(base, seeds)
+    row = {**key, "n_units": n_units, "mha_n_units": mha_n_units, "comparison": _comparison(n_units, mha_n_units),
+           "n_pairs": len(seeds), "seeds": " ".join(map(str, seeds)), "clean_metric": other["clean_metric"][0]}
+    row.update(_compare(_by_seed(other, seeds), _by_seed(base, seeds), measures, ci))
+    if row["comparison"] != TESTED:
+        row.update({t: np.nan for t in paired_tests(row)})
+    return row
+
+
+def paired(pm, settings: SweepStats | None = None, unit: str = QUERY, layers=None):
+    """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, under
+    `unit`, on the seeds where both are `used` (passed their checks, show task behaviour, may report
+    damage). Top head score and curve area (higher = more concentrated): mean difference,
+    t-interval, paired t-test; the top head is tested only when both sides' scores are held out
+    (`top_head_prompts`). Heads-to-threshold as a fraction (lower = more concentrated; '> K'
+    censored), greedy (the paper's) and ranked: wins, losses and ties of the fewer-KV model, and an
+    exact sign-flip test on Gehan scores. The rescaled curve area is shown beside the raw one.
+
+    Only rows at equal unit counts are tested (`comparison`); a row at different counts keeps its
+    numbers, without p-values or verdict. `layers`: per-model rows of the same toys under layer units
+    (`per_model` of the layer Table 1): a fewer-KV toy whose unit count differs from the MHA toy's
+    but equals the MHA toy's layer count (KV 1: its groups are its layers) gets a second row against
+    the MHA toy's layers (`vs_unit` layer). p-values are adjusted (`settings.p_adjust`) within their
+    family (`{measure}_family`: primary, exploratory or descriptive; `sweep.primary`);
+    `direction_top_head`, `direction_heads_to` (+1: fewer KV heads more concentrated) and
+    `verdict_heads_to` (which heads-to measure) are written beside `verdict`, so the overview reads
+    the same directions."""
+    st = settings or SweepStats()
     measures = heads_to_measures(pm.columns)
     paper = measures[-1] if measures else None  # greedy when present: the paper's heads-to
     rows = []
     for (size,), g in pm.group_by("size", maintain_order=True):
         mha_kv = _mha_kv(g)
         base = g.filter(pl.col("kv_heads") == mha_kv)
+        lay = None if layers is None or len(layers) == 0 else \
+            layers.filter((pl.col("size") == size) & (pl.col("kv_heads") == mha_kv))
         for kv in sorted(g["kv_heads"].unique().to_list(), reverse=True):
             if kv == mha_kv:
                 continue
             other = g.filter(pl.col("kv_heads") == kv)
-            seeds = _pair_seeds(g, int(kv), mha_kv)
-            b, o = by_seed(base, seeds), by_seed(other, seeds)
-            row = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "n_pairs": len(seeds),
-                   "seeds": " ".join(map(str, seeds)), "clean_metric": g["clean_metric"][0]}
-            for m in ("clean", "top_head_pct", "curve_area"):
-                row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(_finite(b[m]), ci)
-                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(_finite(o[m]), ci)
-            where = sorted(set(b["top_head_prompts"].to_list()) | set(o["top_head_prompts"].to_list()))
-            row["top_head_prompts"] = "/".join(where)
-            mean, lo, hi, p = _paired_t(_floats(o["top_head_pct"]), _floats(b["top_head_pct"]), ci)
-            if where and where != ["heldout"]:  # in-sample scores: shown, never tested
-                p = np.nan
-            row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
-                        "top_head_pct_p": p})
-            mean, lo, hi, p = _paired_t(_floats(o["curve_area"]), _floats(b["curve_area"]), ci)
-            row.update({"curve_area_diff": mean, "curve_area_diff_lo": lo, "curve_area_diff_hi": hi,
-                        "curve_area_p": p})
-            for h in measures:
-                m = f"{h}_frac"
-                for side, t in (("mha_", b), ("", o)):
-                    row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
-                bv, bc = _values(b, m)
-                ov, oc = _values(o, m)
-                ok = np.isfinite(bv) & np.isfinite(ov)  # a refused value drops its pair
-                test = S.paired_censored(bv[ok], bc[ok], ov[ok], oc[ok])
-                row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
-                            f"{m}_p": test["p"], f"{h}_direction": _sign(-test["stat"]),
-                            f"{h}_censored_pairs": int((bc | oc)[ok].sum())})
-            row["direction_top_head"] = _sign(row["top_head_pct_diff"])
-            row["direction_curve_area"] = _sign(row["curve_area_diff"])
-            row["direction_heads_to"] = row[f"{paper}_direction"] if paper else 0
+            key = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "unit": unit, "vs_unit": unit}
+            row = _pair_row(key, other, base, _pair_seeds(g, int(kv), mha_kv), measures, st.ci)
             rows.append(row)
+            if row["comparison"] != TESTED and lay is not None and len(lay) and \
+                    _units(lay, sorted(_used(lay))) == row["n_units"] and unit != "layer":
+                seeds = sorted(_used(other) & _used(lay))
+                rows.append(_pair_row({**key, "vs_unit": "layer"}, other, lay, seeds, measures, st.ci))
+    for r in rows:
+        r["direction_heads_to"] = r[f"{paper}_direction"] if paper else 0
     df = frame(rows)
     if len(df) == 0:
         return df
+    df = df.with_columns(verdict_heads_to=pl.lit(paper or "", pl.String))
+    df = _adjust_families(df, st, "")
+    verdicts = [verdict(r, st.p_adjust, st.alpha, st.p_adjust) for r in df.iter_rows(named=True)]
+    return df.with_columns(verdict=pl.Series(verdicts, dtype=pl.String),
+                           verdict_family=pl.Series([verdict_family(r) for r in df.iter_rows(named=True)],
+                                                    dtype=pl.String))
+
+
+def measure_of(test: str) -> str:
+    """The `sweep.primary` name of a p-value column: top_head, curve_area, heads_to_ranked, heads_to_greedy."""
+    if test == "top_head_pct_p":
+        return "top_head"
+    if test == "curve_area_p":
+        return "curve_area"
+    return "heads_to_greedy" if test.removesuffix("_frac_p").endswith("_greedy") else "heads_to_ranked"
+
+
+def family_column(test: str) -> str:
+    """The column naming a test's family: top_head_pct_p -> top_head_pct_family, heads_to_80_frac_p ->
+    heads_to_80_family."""
+    return test.removesuffix("_p").removesuffix("_frac") + "_family"
+
+
+def family(row: dict, test: str, primary: Primary) -> str:
+    """primary (its unit and measure are declared primary and both sides have that unit),
+    exploratory (any other test), or descriptive (a row at different unit counts: no test)."""
+    if (row.get("comparison") or TESTED) != TESTED:
+        return DESCRIPTIVE
+    unit = row.get("unit") or QUERY
+    same = (row.get("vs_unit") or unit) == unit
+    return PRIMARY if same and unit in primary.units and measure_of(test) in primary.measures else EXPLORATORY
+
+
+def _adjust_families(df, st: SweepStats, suffix: str):
+    """Beside each test column: its family and its p adjusted (`st.p_adjust`) within that family over
+    every row of df (`{test}_{p_adjust}`, or `{test}{suffix}` when a suffix is given); and the number
+    of tests in each family (`n_tests_primary{suffix}`, `n_tests_exploratory{suffix}`)."""
     tests = paired_tests(df.columns)
-    values = np.column_stack([_floats(df[c]) for c in tests])
-    adj = S.P_ADJUST[p_adjust](values.ravel()).reshape(len(df), len(tests))
+    rows = list(df.iter_rows(named=True))
+    fam = np.array([[family(r, t, st.primary) for t in tests] for r in rows], dtype=object).reshape(len(rows),
+                                                                                                      len(tests))
+    values = np.column_stack([_floats(df[c]) for c in tests]) if tests else np.zeros((len(rows), 0))
+    adj = np.full(values.shape, np.nan)
+    counts = {}
+    for f in (PRIMARY, EXPLORATORY):
+        mask = fam == f
+        adj[mask] = S.P_ADJUST[st.p_adjust](values[mask])
+        counts[f] = int(np.isfinite(values[mask]).sum())
     for j, col in enumerate(tests):
-        df = df.insert_column(df.columns.index(col) + 1, pl.Series(f"{col}_{p_adjust}", adj[:, j], dtype=pl.Float64))
-    df = df.with_columns(n_tests=pl.lit(int(np.isfinite(values).sum()), pl.Int64),
-                         verdict_heads_to=pl.lit(paper or "", pl.String))
-    verdicts = [verdict(r, p_adjust, alpha, p_adjust) for r in df.iter_rows(named=True)]
-    return df.with_columns(verdict=pl.Series(verdicts, dtype=pl.String))
+        out = f"{col}{suffix}" if suffix else f"{col}_{st.p_adjust}"
+        at = df.columns.index(col) + 1
+        df = df.insert_column(at, pl.Series(out, adj[:, j], dtype=pl.Float64))
+        if family_column(col) not in df.columns:
+            df = df.insert_column(at + 1, pl.Series(family_column(col), fam[:, j].tolist(), dtype=pl.String))
+    return df.with_columns(**{f"n_tests_{f}{suffix}": pl.lit(n, pl.Int64) for f, n in counts.items()})
 
 
 def paired_tests(columns) -> list[str]:
@@ -271,57 +387,98 @@ def _finite(col):
     return x[np.isfinite(x)]
 
 
+def _verdict_tests(row: dict) -> list[str]:
+    """The two tests a verdict reads: the top head and the paper's heads-to (`verdict_heads_to`)."""
+    paper = row.get("verdict_heads_to") or ""
+    return ["top_head_pct_p"] + ([f"{paper}_frac_p"] if paper else [])
+
+
+def verdict_family(row: dict) -> str:
+    """primary when both verdict tests are primary, descriptive for a row at different unit counts,
+    else exploratory."""
+    fams = [row.get(family_column(t)) or EXPLORATORY for t in _verdict_tests(row)]
+    if DESCRIPTIVE in fams:
+        return DESCRIPTIVE
+    return PRIMARY if all(f == PRIMARY for f in fams) and len(fams) == 2 else EXPLORATORY
+
+
+def _p(row, key) -> float:
+    v = row.get(key)
+    return float("nan") if v is None else float(v)
+
+
 def verdict(row: dict, suffix: str, alpha: float, p_adjust: str = "holm") -> str:
     """The one verdict of a paired comparison, from a paired-table row: its directions
     (`direction_top_head`, `direction_heads_to`: +1 = fewer KV heads more concentrated) and the
-    p-values of those two tests adjusted as `suffix` says (`holm` / `bh` within the table, `all`
-    over every table). 'yes' / 'no' when at least one is significant and both point the same way;
-    'mixed' when one is significant and they do not (the other points the other way or nowhere);
-    else no clear difference. The curve area is reported, adjusted, and not part of it."""
-
+    p-values of those two tests adjusted within their family as `suffix` says (`holm` / `bh` within
+    the table, `all` over every table). 'yes' / 'no (less concentrated)' only when both are
+    significant and point the same way; 'partial' when one is significant and the other not (it
+    says which, and where the other points); 'mixed' when both are significant in opposite
+    directions; else no clear difference. A row whose verdict tests are not both primary is prefixed
+    'exploratory: '; a row at different unit counts gets no verdict. The curve area is reported,
+    adjusted, and not part of it."""
     if (row.get("n_pairs") or 0) < 2:
         return ("n/a: fewer than 2 seeds where both models passed their checks, show task behaviour and may "
                 "report damage (clean above its floor)")
-    paper = row.get("verdict_heads_to") or ""
-    ps = [row.get(f"top_head_pct_p_{suffix}"), row.get(f"{paper}_frac_p_{suffix}") if paper else None]
-    dirs = [int(row.get("direction_top_head") or 0), int(row.get("direction_heads_to") or 0)]
-    sig = any(p is not None and np.isfinite(p) and p < alpha for p in ps)
-    label = p_adjust
-    if not sig:
-        return f"no clear difference ({label}-adjusted alpha {alpha})"
-    if dirs == [1, 1]:
-        return "fewer KV heads more concentrated: yes"
-    if dirs == [-1, -1]:
-        return "fewer KV heads more concentrated: no (less concentrated)"
-    return f"mixed: significant, but top head {_word(dirs[0])} and heads-to {_word(dirs[1])} ({label}-adjusted alpha {alpha})"
+    fam = verdict_family(row)
+    if fam == DESCRIPTIVE:
+        return (f"descriptive: {row.get('n_units')} vs {row.get('mha_n_units')} units, not compared (every "
+                "concentration measure depends on the unit count)")
+    tests = _verdict_tests(row)
+    ps = [_p(row, f"{t}_{suffix}") for t in tests]
+    dirs = [int(row.get("direction_top_head") or 0), int(row.get("direction_heads_to") or 0)][:len(tests)]
+    sig = [bool(np.isfinite(p) and p < alpha) for p in ps]
+    tag = "" if fam == PRIMARY else "exploratory: "
+    label = f"{p_adjust}-adjusted alpha {alpha}"
+    if not any(sig):
+        return f"{tag}no clear difference ({label})"
+    if all(sig) and len(sig) == 2:
+        if dirs == [1, 1]:
+            return f"{tag}fewer KV heads more concentrated: yes"
+        if dirs == [-1, -1]:
+            return f"{tag}fewer KV heads more concentrated: no (less concentrated)"
+        return (f"{tag}mixed: both significant, top head {_word(dirs[0])} and heads-to {_word(dirs[1])} "
+                f"({label})")
+    names = ["top head", "heads-to"]
+    s = sig.index(True)
+    if len(sig) == 1:
+        return f"{tag}partial: top head significant ({_word(dirs[0])}), no heads-to measure ({label})"
+    o = 1 - s
+    points = "points the same way" if dirs[o] == dirs[s] else "points the other way" if dirs[o] == -dirs[s] \
+        else "points neither way"
+    return (f"{tag}partial: {names[s]} significant ({_word(dirs[s])}), {names[o]} not ({points}) ({label})")
 
 
 def _word(d: int) -> str:
     return {1: "says fewer KV more concentrated", -1: "says fewer KV less concentrated"}.get(d, "says neither")
 
 
-def overview(tables: dict, alpha: float = 0.05, p_adjust: str = "holm"):
+def overview(tables: dict, settings: SweepStats | None = None):
     """Every paired comparison of the sweep in one table, {(task, ablation): paired table}: what
-    the README quotes. Each p-value is given raw, adjusted within its own table (as there) and
-    adjusted over every test of every table (`_all`); `verdict_table` is the table's verdict and
-    `verdict_all` the same function (`verdict`) on the same directions with the `_all` p-values,
-    so the two differ only by the adjustment. A task key may carry a metric ('facts (accuracy)'),
-    so that both facts metrics of a sweep are adjusted together."""
-
-
-    keep = ["size", "kv_heads", "vs_kv_heads", "n_pairs", "clean_metric", "mha_clean", "clean",
-            "mha_top_head_pct", "top_head_pct", "top_head_pct_diff", "top_head_pct_diff_lo", "top_head_pct_diff_hi",
-            "top_head_prompts", "mha_curve_area", "curve_area", "curve_area_diff", "curve_area_diff_lo",
-            "curve_area_diff_hi", "direction_top_head", "direction_curve_area", "direction_heads_to",
-            "verdict_heads_to"]
+    the README quotes. Each p-value is given raw, adjusted within its family in its own table (as
+    there, `_table`) and within its family over every table (`_all`): the primary family
+    (`sweep.primary`, every task) on its own, every other test as the exploratory family;
+    `verdict_table` is the table's verdict and `verdict_all` the same function (`verdict`) on the
+    same directions with the `_all` p-values, so the two differ only by the adjustment. A task key
+    may carry a metric ('facts (accuracy)'), so that both facts metrics of a sweep are adjusted
+    together."""
+    st = settings or SweepStats()
+    keep = ["size", "kv_heads", "vs_kv_heads", "vs_unit", "n_units", "mha_n_units", "comparison", "n_pairs",
+            "clean_metric", "mha_clean", "clean", "mha_top_head_pct", "top_head_pct", "top_head_pct_diff",
+            "top_head_pct_diff_lo", "top_head_pct_diff_hi", "top_head_prompts", "mha_curve_area", "curve_area",
+            "curve_area_diff", "curve_area_diff_lo", "curve_area_diff_hi", "mha_rescaled_curve_area",
+            "rescaled_curve_area", "rescaled_curve_area_diff", "direction_top_head", "direction_curve_area",
+            "direction_heads_to", "verdict_heads_to"]
     tests = []
     for df in tables.values():
         tests += [t for t in paired_tests(df.columns) if t not in tests]
     rows = []
     for (task, ablation), df in tables.items():
+        unit = ablation.split("-", 1)[1]
         for r in df.iter_rows(named=True):
-            row = {"task": task, "unit": ablation.split("-", 1)[1], "ablation": ablation,
-                   **{k: r.get(k) for k in keep}}
+            row = {"task": task, "unit": unit, "ablation": ablation, **{k: r.get(k) for k in keep}}
+            row["vs_unit"] = row["vs_unit"] or unit
+            row["comparison"] = row["comparison"] or TESTED  # a table from before the column: equal counts
             for m in [t.removesuffix("_p") for t in tests if t.endswith("_frac_p")]:
                 h = m.removesuffix("_frac")
                 for side in ("mha_", ""):
@@ -332,23 +489,21 @@ def overview(tables: dict, alpha: float = 0.05, p_adjust: str = "holm"):
                     row[f"{h}_{k}"] = r.get(f"{m}_{k}")
             for t in tests:
                 row[t] = r.get(t)
-                row[f"{t}_table"] = r.get(f"{t}_{p_adjust}")
+                row[f"{t}_table"] = r.get(f"{t}_{st.p_adjust}")
             row["verdict_table"] = r.get("verdict")
             rows.append(row)
     out = frame(rows)
     if len(out) == 0:
         return out
-
-    def num(col):
-        return np.array([np.nan if v is None else float(v) for v in out[col].to_list()])
-
-    values = np.column_stack([num(t) for t in tests])
-    adj = S.P_ADJUST[p_adjust](values.ravel()).reshape(values.shape)
-    for j, t in enumerate(tests):
-        out = out.insert_column(out.columns.index(f"{t}_table") + 1, pl.Series(f"{t}_all", adj[:, j], dtype=pl.Float64))
-    verdicts = [verdict(r, "all", alpha, p_adjust) for r in out.iter_rows(named=True)]
-    n = int(np.isfinite(values).sum())
-    return out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String), n_tests_all=pl.lit(n, pl.Int64))
+    out = _adjust_families(out.with_columns(*[pl.col(t).cast(pl.Float64) for t in tests]), st, "_all")
+    grouped = {c for t in tests for c in (family_column(t), f"{t}_table", f"{t}_all")}
+    # each test's columns together: raw, its family, adjusted within its table, over all tables
+    out = out.select([c for c in out.columns if c not in grouped for c in
+                      ([c, family_column(c), f"{c}_table", f"{c}_all"] if c in tests else [c])])
+    verdicts = [verdict(r, "all", st.alpha, st.p_adjust) for r in out.iter_rows(named=True)]
+    return out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String),
+                            verdict_family=pl.Series([verdict_family(r) for r in out.iter_rows(named=True)],
+                                                     dtype=pl.String))
 
 
 def M_label(value: float, bounded: bool) -> str:

@@ -112,6 +112,8 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
         if len(ranked):  # threshold-free: area under the ranked damage curve against the fraction of units
             row["curve_area"] = M.curve_area(ranked["damage"].to_numpy(), len(s))
             row["curve_area_covered"] = min(1.0, len(ranked) / len(s))
+            # on one scale for every unit count (1: one unit removes the task, 0.5: linear)
+            row["rescaled_curve_area"] = M.rescaled_curve_area(row["curve_area"], len(s))
         row.update(M.concentration(s["drop"].to_numpy()))
         if _has_value(s["aligned"]):  # a kind that builds a replacement: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
@@ -166,7 +168,7 @@ def _condition_row(row: dict, threshold: float) -> dict:
                 row[k] = float("nan")
     if not row["damage_ok"]:
         for k in ("top_head_pct_heldout", "top_head_pct_heldout_lo", "top_head_pct_heldout_hi",
-                  "curve_area"):
+                  "curve_area", "rescaled_curve_area"):
             if k in row:
                 row[k] = float("nan")
         for method in ("ranked", "greedy"):
@@ -178,9 +180,11 @@ def _condition_row(row: dict, threshold: float) -> dict:
 
 def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None,
            min_heldout: int = 0) -> pl.DataFrame:
-    """Per model: the top unit alone and random mid-layer units, on the curve prompts (held-out
-    unless `curve_prompts` says all); percentages only where the conditioning rule allows them
-    (`damage_condition`; else empty, with `damage_note`)."""
+    """Per model: the top unit alone and random control units, on the curve prompts (held-out
+    unless `curve_prompts` says all): any non-top unit of a model with fewer than six layers, else
+    of its middle third of layers (`metrics.control_layers`; `control_rule` says which);
+    percentages only where the conditioning rule allows them (`damage_condition`; else empty, with
+    `damage_note`)."""
     rows = []
     for model, card in cards.items():
         c = curves[model]
@@ -205,7 +209,8 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
             "control_draws": int(len(ctrl)),
-            # no draws where the middle third holds only the top unit (e.g. one kv group per layer)
+            "control_rule": M.control_rule(card["n_layers"]) if "n_layers" in card else None,
+            # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),

@@ -11,7 +11,7 @@ from circuitloc.plan import vocab
 from circuitloc.report import analysis as AN
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
-from circuitloc.report.jobs import SweepStats, TableFiles, TableJob
+from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.paper_tables import table1_form, table2_form
 from circuitloc.report.tables import table1, table2, write_table
 
@@ -36,11 +36,12 @@ def write_table1(job: TableJob, cards: dict, scores: dict, curves: dict, out: Ta
 
 def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: TableFiles,
                  scores: dict | None = None):
-    """Table 2 (the top unit alone against random mid-layer units) of one task and ablation."""
+    """Table 2 (the top unit alone against random control units) of one task and ablation."""
     df = table2(job.task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None,
                 job.min_heldout)
     write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
-                                     "mid-layer heads as a control", shown=table2_form(df))
+                                     "non-top units as a control (any layer below six layers, else the middle "
+                                     "third: control_rule)", shown=table2_form(df))
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
@@ -86,43 +87,54 @@ def write_robustness(table1s: dict, out_csv, out_md):
                 "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
 
 
-def write_sweep(job: TableJob, table1_csv, cards: dict, meta: dict, stats: SweepStats,
-                out: tuple[TableFiles, TableFiles]):
+def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tuple[TableFiles, TableFiles]):
     """The sweep's table and paired tests (`out`: their files, in that order) for one task and
     ablation. A toy that failed its held-out checks (`acceptance.enforce: false` in a sweep), shows
     no task behaviour or whose damage the conditioning rule refused is counted, never used.
+    `stats`: ci, alpha, p_adjust and the primary family (config `sweep:`). `inputs.layer_table1`:
+    for a kv ablation, the Table 1 of the same kind under layer units, so that a KV-1 toy's groups
+    (its layers) meet the MHA toy's layers.
     Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
 
     task, ablation, ci = job.task, job.ablation, stats.ci
     table_out, paired_out = out
-    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in cards.items()}
-    pm = SW.per_model(io.read_csv(table1_csv), meta, passed, task)
+    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in inputs.cards.items()}
+    pm = SW.per_model(io.read_csv(inputs.table1), inputs.meta, passed, task)
+    layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
+        else None
     summary = SW.summarize(pm, ci)
-    pairs = SW.paired(pm, ci, float(stats.alpha), str(stats.p_adjust))
+    pairs = SW.paired(pm, stats, vocab.parse_ablation(ablation)[1], layers)
     pct = f"{100 * float(job.threshold):g}%"
-    write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and {int(ci * 100)}% "
-                f"t-interval across seeds per size and KV-head count (heads-to-{pct}: median, censored count), over "
-                "the seeds of each row's paired comparisons with MHA")
-    n_tests = int(pairs["n_tests"][0]) if len(pairs) else 0
+    write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
+                f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
+                "censored count), over the seeds of each row's paired comparisons with MHA; every measure depends "
+                "on the unit count (n_units): compare rows of equal counts")
+    n = {f: int(pairs[f"n_tests_{f}"][0]) if len(pairs) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
     write_table(pairs, paired_out.csv, paired_out.md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
-                "against the MHA model of the same seed and size (top head, held out only, and curve area: paired "
-                f"t-test; heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
-                "sign-flip test on censoring-aware ranks; p adjusted by "
-                f"{stats.p_adjust} over the {n_tests} tests of this table; verdict from the top head and "
-                "verdict_heads_to, directions in direction_*)")
+                "against the MHA model of the same seed and size, tested only at equal unit counts (comparison; "
+                "vs_unit layer: the MHA toy's layers) (top head, held out only, and curve area: paired t-test; "
+                f"heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
+                f"sign-flip test on censoring-aware ranks; p adjusted by {stats.p_adjust} within its family "
+                f"(*_family): {n[SW.PRIMARY]} primary tests, {n[SW.EXPLORATORY]} exploratory; verdict from the "
+                "top head and verdict_heads_to, 'yes' only when both are significant, directions in direction_*)")
     return summary, pm
 
 
 def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict | None = None):
     """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
-    adjusted over all of them (`sweep.overview`). `extra`: {"task (label)/ablation": paired csv} of
-    another run (config `sweep.adjust_with`, e.g. facts ranked by accuracy), adjusted together."""
+    adjusted within its family over all of them (`sweep.overview`; opts as for `write_sweep`).
+    `extra`: {"task (label)/ablation": paired csv} of another run (config `sweep.adjust_with`, e.g.
+    facts ranked by accuracy), adjusted together."""
 
     paths = {**paired, **(extra or {})}
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
-    df = SW.overview(tables, float(opts["alpha"]), str(opts["p_adjust"]))
-    n = int(df["n_tests_all"][0]) if len(df) else 0
+    st = SW.SweepStats.of(opts)
+    df = SW.overview(tables, st)
+    n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
+    units = ", ".join(st.primary.units)
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
-                f"{opts['p_adjust']}-adjusted within its table (_table) and over all {n} tests of every table (_all); "
-                "verdict_table and verdict_all: one verdict function on the table's directions, with the one or "
-                "the other adjustment")
+                f"{st.p_adjust}-adjusted within its family in its table (_table) and over every table (_all): the "
+                f"primary family ({', '.join(st.primary.measures)} under {units} units, every task: {n[SW.PRIMARY]} "
+                f"tests) on its own, the {n[SW.EXPLORATORY]} other tests as an exploratory family; rows at different "
+                "unit counts are described, not tested; verdict_table and verdict_all: one verdict function on the "
+                "table's directions, with the one or the other adjustment")
