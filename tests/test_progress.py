@@ -4,8 +4,9 @@ job logs carry no third-party loading bars."""
 import subprocess
 import sys
 
-from circuitloc.engine.job import progress_line
 from workflow_helpers import ROOT, smk_env
+
+from circuitloc.engine.job import progress_line
 
 
 def test_progress_line_names_the_job_percent_and_time_left():

@@ -12,7 +12,8 @@ from workflow_helpers import ROOT, smk
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan.sweep import expand
-from circuitloc.report.sweep import paired, per_model, summarize
+from circuitloc.report.paired import paired
+from circuitloc.report.sweep import per_model, summarize
 
 SWEEP = {"seeds": [0, 1, 2], "kv_heads": [8, 4, 2, 1], "sizes": {"a": {"n_layers": 2}, "b": {"n_layers": 3, "d_model": 96}},
          "recipe": {"n_heads": 8, "d_model": 64, "steps": 10, "lr": 0.005}}
@@ -156,8 +157,12 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
         spec[(2, s)] = (50.0 + s, "3", 5.5 + 0.1 * s)
     t1, meta = _rows(spec)
     seen = []
+    import circuitloc.report.paired as PA
+
     real = SW._interval
-    monkeypatch.setattr(SW, "_interval", lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1])
+    spy = lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1]  # noqa: E731
+    monkeypatch.setattr(SW, "_interval", spy)  # the per-seed summaries' intervals
+    monkeypatch.setattr(PA, "_interval", spy)  # and the paired comparisons'
     pm = per_model(t1, meta, {}, "ioi")
     assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].is_nan().sum() == 3
     pairs, summary = _by(paired(pm), "kv_heads"), _by(summarize(pm), "kv_heads")
@@ -366,7 +371,7 @@ def test_overview_adjusts_each_family_over_every_table_and_reads_the_verdict_aga
     units: top head and greedy heads-to) holds ioi's p 0.004 and 0.02: Holm x2, x1 -> 0.008, 0.02.
     The four others are exploratory: sorted 0.01, 0.3, 0.5, 0.6 -> x4, x3, x2, x1 with the running
     maximum: 0.04, 0.9, 1, 1."""
-    from circuitloc.report.sweep import overview
+    from circuitloc.report.verdicts import overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("dh32", -3.0, 0.01, 0.3, 0.6, wins=1, losses=7)])
@@ -390,7 +395,7 @@ def test_overview_adjusts_each_family_over_every_table_and_reads_the_verdict_aga
 
 
 def _table_and_overview(pm, settings=None):
-    from circuitloc.report.sweep import overview
+    from circuitloc.report.verdicts import overview
 
     table = paired(pm, settings)
     return table, overview({("ioi", "zero-query"): table}, settings)

@@ -10,7 +10,10 @@ import pytest
 
 from circuitloc import metrics as M
 from circuitloc import stats as S
-from circuitloc.report.sweep import SweepStats, overview, paired, per_model, verdict
+from circuitloc.report.jobs import SweepStats
+from circuitloc.report.paired import paired
+from circuitloc.report.sweep import per_model
+from circuitloc.report.verdicts import overview, verdict
 
 ALPHA = 0.05
 SEEDS = 12  # the shipped sweep's pairs per cell

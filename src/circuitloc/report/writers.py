@@ -12,8 +12,10 @@ from circuitloc.report import analysis as AN
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
+from circuitloc.report.paired import paired
 from circuitloc.report.paper_tables import table1_form, table2_form
 from circuitloc.report.tables import table1, table2, write_table
+from circuitloc.report.verdicts import overview
 
 
 def _read(paths: dict) -> dict:
@@ -103,7 +105,7 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
     summary = SW.summarize(pm, ci)
-    pairs = SW.paired(pm, stats, vocab.parse_ablation(ablation)[1], layers)
+    pairs = paired(pm, stats, vocab.parse_ablation(ablation)[1], layers)
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
                 f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
@@ -122,14 +124,14 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
 
 def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict | None = None):
     """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
-    adjusted within its family over all of them (`sweep.overview`; opts as for `write_sweep`).
+    adjusted within its family over all of them (`verdicts.overview`; opts as for `write_sweep`).
     `extra`: {"task (label)/ablation": paired csv} of another run (config `sweep.adjust_with`, e.g.
     facts ranked by accuracy), adjusted together."""
 
     paths = {**paired, **(extra or {})}
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
-    st = SW.SweepStats.of(opts)
-    df = SW.overview(tables, st)
+    st = SweepStats.of(opts)
+    df = overview(tables, st)
     n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
     units = ", ".join(st.primary.units)
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "

@@ -1,0 +1,207 @@
+"""The sweep's verdicts: each paired test in its family (the config's primary family, adjusted on
+its own; every other test exploratory), "yes"/"no" only when both verdict measures are significant
+in the same direction, "partial" when one is, "mixed" when they disagree; `overview` gathers them."""
+
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from circuitloc import stats as S
+from circuitloc.io import frame
+from circuitloc.metrics import heads_to_label, heads_to_measures
+from circuitloc.plan.vocab import QUERY
+from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
+from circuitloc.report.sweep import DESCRIPTIVE, EXPLORATORY, PRIMARY, TESTED, _floats
+
+
+def measure_of(test: str) -> str:
+    """The `sweep.primary` name of a p-value column: top_head, curve_area, heads_to_ranked, heads_to_greedy."""
+    if test == "top_head_pct_p":
+        return "top_head"
+    if test == "curve_area_p":
+        return "curve_area"
+    return "heads_to_greedy" if test.removesuffix("_frac_p").endswith("_greedy") else "heads_to_ranked"
+
+
+def family_column(test: str) -> str:
+    """The column naming a test's family: top_head_pct_p -> top_head_pct_family, heads_to_80_frac_p ->
+    heads_to_80_family."""
+    return test.removesuffix("_p").removesuffix("_frac") + "_family"
+
+
+def family(row: dict, test: str, primary: Primary) -> str:
+    """primary (its unit and measure are declared primary and both sides have that unit),
+    exploratory (any other test), or descriptive (a row at different unit counts: no test)."""
+    if (row.get("comparison") or TESTED) != TESTED:
+        return DESCRIPTIVE
+    unit = row.get("unit") or QUERY
+    same = (row.get("vs_unit") or unit) == unit
+    return PRIMARY if same and unit in primary.units and measure_of(test) in primary.measures else EXPLORATORY
+
+
+def _adjust_families(df, st: SweepStats, suffix: str):
+    """Beside each test column: its family and its p adjusted (`st.p_adjust`) within that family over
+    every row of df (`{test}_{p_adjust}`, or `{test}{suffix}` when a suffix is given); and the number
+    of tests in each family (`n_tests_primary{suffix}`, `n_tests_exploratory{suffix}`)."""
+    tests = paired_tests(df.columns)
+    rows = list(df.iter_rows(named=True))
+    fam = np.array([[family(r, t, st.primary) for t in tests] for r in rows], dtype=object).reshape(len(rows),
+                                                                                                      len(tests))
+    values = np.column_stack([_floats(df[c]) for c in tests]) if tests else np.zeros((len(rows), 0))
+    adj = np.full(values.shape, np.nan)
+    counts = {}
+    for f in (PRIMARY, EXPLORATORY):
+        mask = fam == f
+        adj[mask] = S.P_ADJUST[st.p_adjust](values[mask])
+        counts[f] = int(np.isfinite(values[mask]).sum())
+    for j, col in enumerate(tests):
+        out = f"{col}{suffix}" if suffix else f"{col}_{st.p_adjust}"
+        at = df.columns.index(col) + 1
+        df = df.insert_column(at, pl.Series(out, adj[:, j], dtype=pl.Float64))
+        if family_column(col) not in df.columns:
+            df = df.insert_column(at + 1, pl.Series(family_column(col), fam[:, j].tolist(), dtype=pl.String))
+    return df.with_columns(**{f"n_tests_{f}{suffix}": pl.lit(n, pl.Int64) for f, n in counts.items()})
+
+
+def paired_tests(columns) -> list[str]:
+    """The p-value columns of a paired table, in order: top head, curve area, each heads-to measure."""
+    hs = heads_to_measures([c.removesuffix("_frac_p") for c in columns if c.endswith("_frac_p")])
+    return [c for c in ("top_head_pct_p", "curve_area_p") if c in columns] + [f"{h}_frac_p" for h in hs]
+
+
+def _sign(x) -> int:
+
+    return int(np.sign(x)) if x is not None and np.isfinite(x) else 0
+
+
+def _finite(col):
+
+    x = _floats(col)
+    return x[np.isfinite(x)]
+
+
+def _verdict_tests(row: dict) -> list[str]:
+    """The two tests a verdict reads: the top head and the paper's heads-to (`verdict_heads_to`)."""
+    paper = row.get("verdict_heads_to") or ""
+    return ["top_head_pct_p"] + ([f"{paper}_frac_p"] if paper else [])
+
+
+def verdict_family(row: dict) -> str:
+    """primary when both verdict tests are primary, descriptive for a row at different unit counts,
+    else exploratory."""
+    fams = [row.get(family_column(t)) or EXPLORATORY for t in _verdict_tests(row)]
+    if DESCRIPTIVE in fams:
+        return DESCRIPTIVE
+    return PRIMARY if all(f == PRIMARY for f in fams) and len(fams) == 2 else EXPLORATORY
+
+
+def _p(row, key) -> float:
+    v = row.get(key)
+    return float("nan") if v is None else float(v)
+
+
+def verdict(row: dict, suffix: str, alpha: float, p_adjust: str = "holm") -> str:
+    """The one verdict of a paired comparison, from a paired-table row: its directions
+    (`direction_top_head`, `direction_heads_to`: +1 = fewer KV heads more concentrated) and the
+    p-values of those two tests adjusted within their family as `suffix` says (`holm` / `bh` within
+    the table, `all` over every table). 'yes' / 'no (less concentrated)' only when both are
+    significant and point the same way; 'partial' when one is significant and the other not (it
+    says which, and where the other points); 'mixed' when both are significant in opposite
+    directions; else no clear difference. A row whose verdict tests are not both primary is prefixed
+    'exploratory: '; a row at different unit counts gets no verdict. The curve area is reported,
+    adjusted, and not part of it."""
+    if (row.get("n_pairs") or 0) < 2:
+        return ("n/a: fewer than 2 seeds where both models passed their checks, show task behaviour and may "
+                "report damage (clean above its floor)")
+    fam = verdict_family(row)
+    if fam == DESCRIPTIVE:
+        return (f"descriptive: {row.get('n_units')} vs {row.get('mha_n_units')} units, not compared (every "
+                "concentration measure depends on the unit count)")
+    tests = _verdict_tests(row)
+    ps = [_p(row, f"{t}_{suffix}") for t in tests]
+    dirs = [int(row.get("direction_top_head") or 0), int(row.get("direction_heads_to") or 0)][:len(tests)]
+    sig = [bool(np.isfinite(p) and p < alpha) for p in ps]
+    tag = "" if fam == PRIMARY else "exploratory: "
+    label = f"{p_adjust}-adjusted alpha {alpha}"
+    if not any(sig):
+        return f"{tag}no clear difference ({label})"
+    if all(sig) and len(sig) == 2:
+        if dirs == [1, 1]:
+            return f"{tag}fewer KV heads more concentrated: yes"
+        if dirs == [-1, -1]:
+            return f"{tag}fewer KV heads more concentrated: no (less concentrated)"
+        return (f"{tag}mixed: both significant, top head {_word(dirs[0])} and heads-to {_word(dirs[1])} "
+                f"({label})")
+    names = ["top head", "heads-to"]
+    s = sig.index(True)
+    if len(sig) == 1:
+        return f"{tag}partial: top head significant ({_word(dirs[0])}), no heads-to measure ({label})"
+    o = 1 - s
+    points = "points the same way" if dirs[o] == dirs[s] else "points the other way" if dirs[o] == -dirs[s] \
+        else "points neither way"
+    return (f"{tag}partial: {names[s]} significant ({_word(dirs[s])}), {names[o]} not ({points}) ({label})")
+
+
+def _word(d: int) -> str:
+    return {1: "says fewer KV more concentrated", -1: "says fewer KV less concentrated"}.get(d, "says neither")
+
+
+def overview(tables: dict, settings: SweepStats | None = None):
+    """Every paired comparison of the sweep in one table, {(task, ablation): paired table}: what
+    the README quotes. Each p-value is given raw, adjusted within its family in its own table (as
+    there, `_table`) and within its family over every table (`_all`): the primary family
+    (`sweep.primary`, every task) on its own, every other test as the exploratory family;
+    `verdict_table` is the table's verdict and `verdict_all` the same function (`verdict`) on the
+    same directions with the `_all` p-values, so the two differ only by the adjustment. A task key
+    may carry a metric ('facts (accuracy)'), so that both facts metrics of a sweep are adjusted
+    together."""
+    st = settings or SweepStats()
+    keep = ["size", "kv_heads", "vs_kv_heads", "vs_unit", "n_units", "mha_n_units", "comparison", "n_pairs",
+            "clean_metric", "mha_clean", "clean", "mha_top_head_pct", "top_head_pct", "top_head_pct_diff",
+            "top_head_pct_diff_lo", "top_head_pct_diff_hi", "top_head_prompts", "mha_curve_area", "curve_area",
+            "curve_area_diff", "curve_area_diff_lo", "curve_area_diff_hi", "mha_rescaled_curve_area",
+            "rescaled_curve_area", "rescaled_curve_area_diff", "direction_top_head", "direction_curve_area",
+            "direction_heads_to", "verdict_heads_to"]
+    tests = []
+    for df in tables.values():
+        tests += [t for t in paired_tests(df.columns) if t not in tests]
+    rows = []
+    for (task, ablation), df in tables.items():
+        unit = ablation.split("-", 1)[1]
+        for r in df.iter_rows(named=True):
+            row = {"task": task, "unit": unit, "ablation": ablation, **{k: r.get(k) for k in keep}}
+            row["vs_unit"] = row["vs_unit"] or unit
+            row["comparison"] = row["comparison"] or TESTED  # a table from before the column: equal counts
+            for m in [t.removesuffix("_p") for t in tests if t.endswith("_frac_p")]:
+                h = m.removesuffix("_frac")
+                for side in ("mha_", ""):
+                    med, bound = r.get(f"{side}{m}_median"), r.get(f"{side}{m}_median_is_bound")
+                    row[f"{side}{h}_median"] = None if med is None or (isinstance(med, float) and np.isnan(med)) \
+                        else M_label(med, str(bound) in ("True", "true"))
+                for k in ("wins", "losses", "ties"):
+                    row[f"{h}_{k}"] = r.get(f"{m}_{k}")
+            for t in tests:
+                row[t] = r.get(t)
+                row[f"{t}_table"] = r.get(f"{t}_{st.p_adjust}")
+            row["verdict_table"] = r.get("verdict")
+            rows.append(row)
+    out = frame(rows)
+    if len(out) == 0:
+        return out
+    out = _adjust_families(out.with_columns(*[pl.col(t).cast(pl.Float64) for t in tests]), st, "_all")
+    grouped = {c for t in tests for c in (family_column(t), f"{t}_table", f"{t}_all")}
+    # each test's columns together: raw, its family, adjusted within its table, over all tables
+    out = out.select([c for c in out.columns if c not in grouped for c in
+                      ([c, family_column(c), f"{c}_table", f"{c}_all"] if c in tests else [c])])
+    verdicts = [verdict(r, "all", st.alpha, st.p_adjust) for r in out.iter_rows(named=True)]
+    return out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String),
+                            verdict_family=pl.Series([verdict_family(r) for r in out.iter_rows(named=True)],
+                                                     dtype=pl.String))
+
+
+def M_label(value: float, bounded: bool) -> str:
+    """A median heads-to fraction as the one heads-to formatter writes it ('0.25', '> 0.5')."""
+
+    return heads_to_label(float(f"{value:.3g}"), bounded)
