@@ -45,11 +45,14 @@ include: "rules/report.smk"
 _STARTED = time.time()
 
 
-# The cost table's job list is Snakemake's own DAG, recorded once it is built (rules/cost.smk).
+# The cost table's job list is Snakemake's own DAG, recorded once it is built (rules/cost.smk), by
+# the run that makes the cost table only: Snakemake's lock lets one run at a time make it, so a
+# concurrent run on other targets never replaces its record.
 onstart:
     from circuitloc.plan.dag import record_dag
 
-    record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))
+    if any(j.rule.name == "cost" for j in workflow.dag.needrun_jobs()):
+        record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))
 
 
 onerror:

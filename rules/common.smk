@@ -14,7 +14,7 @@ ABLATIONS = views.ablations(config)
 SWEEP_MODELS = views.sweep_models(config)
 # one score rule and one curve rule per list of ablations that models share (plan.groups)
 ABLATION_GROUPS = groups.ablation_groups(config)
-# the run's DAG as the cost job reads it (the Snakefile's onstart writes it: circuitloc.plan.dag)
+# the DAG of the run that makes the cost table, as its cost job reads it (the Snakefile's onstart)
 DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 
 

@@ -114,7 +114,7 @@ def test_score_jobs_are_grouped_by_the_models_list_of_ablations():
     one = _config(group_ablations=False)
     per = groups.ablation_groups(one)
     assert [a for a, _ in per] == [[a] for a in views.ablations(one)]
-    assert dict((a[0], m) for a, m in per)["zero-query"] == ["tiny_mha", "tiny_gqa"]
+    assert {a[0]: m for a, m in per}["zero-query"] == ["tiny_mha", "tiny_gqa"]
     assert groups.group_tag(one, ["mean-kv"]) == os.sep + "mean-kv"
     assert groups.group_of(one, "tiny_gqa") == ["zero-query"]
     same = _config(models={"a": {"source": "hf", "hf": "x/a"}, "b": {"source": "hf", "hf": "x/b"}})

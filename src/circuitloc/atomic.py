@@ -106,8 +106,14 @@ def read_json(path):
         return json.loads(text)
     except json.JSONDecodeError as e:
         what = "empty file" if not text.strip() else f"{e.msg} at line {e.lineno}, column {e.colno}"
-        raise ArtifactError(f"{path}: not valid JSON ({what}); delete it and rerun the stage that "
-                            "writes it") from e
+        raise ArtifactError(f"{path}: not valid JSON ({what}); {rebuild_hint(path)}") from e
+
+
+def rebuild_hint(path) -> str:
+    """The command that rebuilds an artifact of this run and exactly what depends on it. A deleted or
+    rewritten intermediate is not enough: Snakemake plans nothing for a missing file whose
+    consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one."""
+    return f"rebuild it and what depends on it: snakemake --cores all --forcerun {path} (with the run's --configfile)"
 
 
 def write_text(text: str, path) -> None:

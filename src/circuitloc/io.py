@@ -12,6 +12,7 @@ from circuitloc.atomic import (  # noqa: F401  (one API for jobs)
     atomic_dir,
     atomic_path,
     read_json,
+    rebuild_hint,
     write_json,
     write_text,
     writing,
@@ -29,19 +30,17 @@ class Card(dict):
     path = ""
 
     def __missing__(self, key):
-        raise ArtifactError(f"{self.path}: model card has no {key!r}; delete it and rerun its models job "
-                            f"(snakemake --forcerun model)")
+        raise ArtifactError(f"{self.path}: model card has no {key!r}; {rebuild_hint(self.path)}")
 
 
 def read_card(path):
     """A model's card.json, checked for the keys later stages read (CARD_KEYS)."""
     data = read_json(path)
     if not isinstance(data, dict):
-        raise ArtifactError(f"{path}: model card is not a JSON object; delete it and rerun its models job")
+        raise ArtifactError(f"{path}: model card is not a JSON object; {rebuild_hint(path)}")
     missing = [k for k in CARD_KEYS if k not in data]
     if missing:
-        raise ArtifactError(f"{path}: model card lacks {', '.join(map(repr, missing))}; delete it and rerun "
-                            f"its models job (snakemake --forcerun model)")
+        raise ArtifactError(f"{path}: model card lacks {', '.join(map(repr, missing))}; {rebuild_hint(path)}")
     card = Card(data)
     card.path = str(path)
     return card
@@ -57,8 +56,8 @@ def read_parquet(path, columns: tuple | list = (), what: str = "table"):
         raise ArtifactError(f"{path}: no such file") from e
     except Exception as e:  # noqa: BLE001 - polars / pyarrow raise several types for one meaning
         raise ArtifactError(f"{path}: not a readable parquet file, truncated or corrupt "
-                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); delete it and "
-                            "rerun the stage that writes it") from e
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                            f"{rebuild_hint(path)}") from e
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ArtifactError(f"{path}: this {what} lacks column(s) {missing} (has {list(df.columns)}); it was "

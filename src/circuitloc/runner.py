@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from circuitloc.errors import CircuitlocError
+from circuitloc.errors import CircuitlocError, ConfigError
 
 log = logging.getLogger("circuitloc")
 
@@ -37,11 +37,36 @@ def setup(log_path=None, threads: int | None = None, seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
+def check_device(device) -> None:
+    """The device the config asks for (`device:`) exists for this job's torch, else a one-line error
+    naming the key. Checked when the job starts, not while Snakemake plans: the planning Python is
+    not the jobs' with --use-conda, nor a cluster's GPU node, and it imports no torch."""
+    if device in (None, "cpu"):
+        return
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        why = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU visible"
+    elif device == "mps" and not torch.backends.mps.is_available():
+        why = "no Apple MPS device"
+    else:
+        return
+    raise ConfigError(f"config: device = {device!r}, but this job's torch {torch.__version__} has no such device "
+                      f"({why}): set device: cpu, or run the jobs where one is")
+
+
+def _device(args, kwargs):
+    """The device a job asks for: its `device` argument, or that of a settings record it is given."""
+    if "device" in kwargs:
+        return kwargs["device"]
+    return next((a.device for a in args if isinstance(getattr(a, "device", None), str)), None)
+
+
 def run(fn, *args, **kwargs):
-    """Run a job; a CircuitlocError becomes one clear line and a failed job, not a traceback."""
-
-
+    """Run a job; a CircuitlocError becomes one clear line and a failed job, not a traceback. A job
+    that asks for a device its torch lacks stops first (`check_device`)."""
     try:
+        check_device(_device(args, kwargs))
         return fn(*args, **kwargs)
     except CircuitlocError as e:
         log.error("%s", e)

@@ -36,13 +36,38 @@ def merge(base: dict, overlay: dict) -> dict:
     return out
 
 
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, line: int):
+        super().__init__(f"key {key!r} appears twice in one mapping (again on line {line})")
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps
+    the last silently, so a block pasted twice would override the first without a word. Keys a
+    `<<: *anchor` merge brings in may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise DuplicateKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_layer(path) -> dict:
     """One config file as a mapping (YAML or JSON), or an error that names the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506  (a safe loader)
+    except DuplicateKey as e:
+        raise ConfigError(f"config file {path}: {e}") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {path}: not valid YAML ({e})") from e
     if data is None:
@@ -198,7 +223,8 @@ def _expected(error) -> str:
              "exclusiveMinimum": lambda: f"more than {want}", "exclusiveMaximum": lambda: f"less than {want}",
              "minItems": lambda: f"at least {want} item{'s' * (want != 1)}",
              "maxItems": lambda: f"at most {want} item{'s' * (want != 1)}",
-             "uniqueItems": lambda: "no item twice", "pattern": lambda: f"a string matching {want}",
+             "uniqueItems": lambda: "no item twice",
+             "pattern": lambda: error.schema.get("description") or f"a string matching {want}",
              "minProperties": lambda: f"at least {want} key{'s' * (want != 1)}"}
     return words[kind]() if kind in words else error.message
 
@@ -210,8 +236,8 @@ def schema_error(error) -> str:
     if error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
         return f"config: {where or '(top level)'}: missing the required key {missing[0]!r}"
-    if error.validator == "propertyNames":
-        return f"config: {where}: key {error.instance!r} is not allowed ({error.message})"
+    if "propertyNames" in error.relative_schema_path:  # the error is about a key, not a value
+        return f"config: {where}: name {error.instance!r}: expected {_expected(error)}"
     return f"config: {where or '(top level)'} = {_short(error.instance)}: expected {_expected(error)}"
 
 

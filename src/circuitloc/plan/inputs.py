@@ -3,7 +3,9 @@ local fahamu parquet, and the code a script runs (as a hash). Every file a resul
 is an input of the job that reads it, so editing it reruns exactly that job and what follows.
 
 `root` is the checkout (the directory of the workflow's Snakefile), which need not be the working
-directory: the workflow may be used as a module or run with `--directory`."""
+directory: the workflow may be used as a module or run with `--directory`. Every path a rule
+records is relative to the working directory, so a run directory that is moved or copied (with the
+checkout beside it as before) plans nothing again."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ def code_version(root, script) -> str:
 
 
 def resource_path(root, *parts) -> str:
-    """A file under the checkout's resources/."""
-    return os.path.join(root, "resources", *parts)
+    """A file under the checkout's resources/, relative to the working directory."""
+    return os.path.relpath(os.path.join(root, "resources", *parts))
 
 
 def neutral_text(config, root) -> str:

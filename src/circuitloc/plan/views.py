@@ -102,7 +102,7 @@ def shared_members(config, task, model) -> list[str]:
 
 def shared_tasks(config) -> list[str]:
     """The family-shared tasks this run builds."""
-    return [s for s in map(lambda t: shared_task(config, t), tasks(config)) if s]
+    return [s for s in (shared_task(config, t) for t in tasks(config)) if s]
 
 
 def dataset_tasks(config) -> list[str]:

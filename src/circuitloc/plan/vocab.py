@@ -280,6 +280,11 @@ def base_task(name: str) -> TaskSpec:
     return task(spec.base) if spec.base else spec
 
 
+def own_tasks() -> list[str]:
+    """Every registered task a config may name under `tasks:` (not a derived or helper task)."""
+    return [n for n, s in _TASKS.items() if s.in_workflow and not s.base]
+
+
 def workflow_tasks(configured) -> list[str]:
     """The tasks a config asks for (keys of its `tasks:`), built-in order first, each checked."""
     names = list(configured)

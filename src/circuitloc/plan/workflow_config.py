@@ -9,6 +9,7 @@ from pathlib import Path
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import vocab
+from circuitloc.plan.checks import check_sizes, check_task_names, selected_tasks
 from circuitloc.plan.configload import (
     check_unknown_keys,
     effective_config,
@@ -46,17 +47,35 @@ def layered(root, given: dict, configfiles=(), overrides=None, as_module=False) 
     return effective_config(default, configfiles, overrides)
 
 
+def load_task_modules(names) -> None:
+    """Register the tasks of the modules a config names (task_modules); one that cannot be imported
+    or defines no task is an error naming it. A malformed list is left to the schema."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return
+    try:
+        vocab.load_task_modules(names)
+    except ImportError as e:
+        raise ConfigError(f"config: task_modules: cannot import {e.name or ''!r} ({e})") from None
+    except ValueError as e:
+        raise ConfigError(f"config: task_modules: {e}") from None
+
+
 def resolve(cfg: dict, root) -> dict:
-    """A layered config checked (unknown keys, schema), with the schema's defaults filled in, the
-    sweep's toys among its models and the task modules it names registered."""
+    """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
+    filled in, the tasks a layer removed (`tasks.<name>: null`) left out, the sweep's toys among its
+    models and the task modules it names registered."""
+    if isinstance(cfg.get("tasks"), dict):
+        cfg["tasks"] = selected_tasks(cfg["tasks"])
     check_unknown_keys(cfg, Path(root) / SCHEMA)
+    load_task_modules(cfg.get("task_modules", []))
+    if isinstance(cfg.get("tasks"), dict):
+        check_task_names(cfg["tasks"])
     validate(cfg, load_schema(Path(root) / SCHEMA))
-    vocab.load_task_modules(cfg.get("task_modules", []))
     cfg["models"] = with_sweep(cfg.get("models"), cfg.get("sweep"))
     # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
-    vocab.workflow_tasks(cfg["tasks"])  # every task known
+    check_sizes(cfg)
     return cfg
 
 

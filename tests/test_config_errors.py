@@ -1,0 +1,106 @@
+"""A config mistake stops the plan with one line naming the key and what was wanted: schema errors,
+an unknown task, scoring prompts that leave no room, a device the jobs' torch lacks; and a config
+may run a subset of the tasks."""
+
+import pytest
+import yaml
+from workflow_helpers import ROOT, planned_jobs, smk
+
+from circuitloc import runner
+from circuitloc.errors import ConfigError
+from circuitloc.plan import views
+from circuitloc.plan.workflow_config import layered, resolve
+
+TEST_CONFIG = ROOT / ".test" / "config.yaml"
+
+
+def _resolve(layer):
+    return resolve(layered(ROOT, {}, [TEST_CONFIG], layer), ROOT)
+
+
+def _error(layer) -> str:
+    with pytest.raises(ConfigError) as e:
+        _resolve(layer)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("layer, expected", [
+    ({"tasks": {"ioi": {"n_score": "twenty"}}}, "config: tasks.ioi.n_score = 'twenty': expected an integer"),
+    ({"device": "gpu"}, "config: device = 'gpu': expected one of cpu, cuda, mps"),
+    ({"curves": {"threshold": 1.5}}, "config: curves.threshold = 1.5: expected at most 1"),
+    ({"ablation": {"kinds": []}}, "config: ablation.kinds = []: expected at least 1 item"),
+    ({"models": {"m": {"source": "hf"}}}, "config: models.m: missing the required key 'hf'"),
+    ({"models": {"m": {"hf": "gpt2"}}}, "config: models.m: missing the required key 'source'"),
+    ({"bootstrap": {"ci": "high"}}, "config: bootstrap.ci = 'high': expected a number"),
+])
+def test_a_schema_error_is_one_line_naming_the_key_the_value_and_what_was_expected(layer, expected):
+    assert _error(layer) == expected
+
+
+def test_every_schema_error_gets_its_own_line():
+    lines = _error({"seed": -1, "tasks": {"ioi": {"n": "many"}}}).splitlines()
+    assert lines == ["config: seed = -1: expected at least 0", "config: tasks.ioi.n = 'many': expected an integer"]
+
+
+def test_the_snakemake_command_prints_the_line_without_a_traceback(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("tasks:\n  ioi:\n    n_score: twenty\n")
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    assert p.returncode != 0
+    out = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("config:") or "Traceback" in ln
+           or ln.startswith("  File")]
+    assert out == ["config: tasks.ioi.n_score = 'twenty': expected an integer"]
+
+
+def test_an_unknown_task_is_named_before_the_schema_asks_for_its_keys():
+    assert _error({"tasks": {"iio": {"n": 40}}}) == \
+        "config: tasks.iio: unknown task 'iio': expected one of ioi, induction, facts (a task of your own: " \
+        "its module in task_modules)"
+    assert _error({"tasks": {"facts_shared": {"n_score": 3}}}) == \
+        "config: tasks.facts_shared: not a task of its own (its settings are tasks.facts)"
+    assert _error({"task_modules": ["no_such_module"]}).startswith("config: task_modules: cannot import 'no_such_module'")
+
+
+def test_scoring_prompts_must_leave_room_naming_both_keys():
+    assert _error({"tasks": {"ioi": {"n": 40, "n_score": 41}}}) == \
+        "config: tasks.ioi.n_score = 41 is more than tasks.ioi.n = 40: a task cannot score more prompts than it has"
+    assert _error({"tasks": {"ioi": {"n_score": 40}}}).startswith(
+        "config: tasks.ioi.n_score = 40 equals tasks.ioi.n = 40: with curves.prompts heldout")
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models["tiny_gqa"]["tasks"] = {"induction": {"n_score": 31}}
+    over = {"models": models}
+    assert _error(over).startswith("config: models.tiny_gqa.tasks.induction.n_score = 31 is more than tasks.induction.n = 30")
+    # the paper's protocol scores and draws curves on the same prompts: n_score = n is then fine
+    assert _resolve({"tasks": {"ioi": {"n_score": 40}}, "curves": {"prompts": "all"}})["tasks"]["ioi"]["n_score"] == 40
+
+
+def test_a_config_may_leave_tasks_out_with_null():
+    cfg = _resolve({"tasks": {"induction": None, "facts": None}})
+    assert list(cfg["tasks"]) == ["ioi"] and views.dataset_tasks(cfg) == ["ioi"]
+
+
+def test_a_one_task_config_plans_only_that_tasks_jobs(tmp_path):
+    cfg = tmp_path / "ioi_only.yaml"
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["tasks"].update(induction=None, facts=None)
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    tasks = {wc["task"] for _, wc in jobs if "task" in wc}
+    assert tasks == {"ioi"}
+    rules = {rule.split("__")[0] for rule, _ in jobs}
+    assert {"dataset", "scores", "curves", "tables", "figures", "stability", "specificity"} <= rules
+    assert "dataset_shared" not in rules
+
+
+def test_a_device_the_jobs_torch_lacks_stops_the_job_with_one_line(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    ran = []
+    with pytest.raises(SystemExit) as e:
+        runner.run(lambda **kw: ran.append(kw), device="cuda")
+    assert e.value.code == 1 and not ran
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("circuitloc error: config: device = 'cuda', but this job's torch") and "set device: cpu" in err[-1]
+    runner.run(lambda **kw: ran.append(kw), device="cpu")
+    assert ran == [{"device": "cpu"}]

@@ -1,0 +1,170 @@
+"""Run directories: a finished run that is moved or copied plans nothing; two runs at once in one
+directory each keep their own job list for the cost table; a corrupt intermediate is rebuilt, with
+exactly what depends on it, by the command its error gives; one checkout holds several runs
+(`--directory`); and the workflow works as a Snakemake module from another directory."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from workflow_helpers import CORES, ROOT, SNAKEMAKE, copy_workflow, planned_jobs, smk, smk_env
+
+from circuitloc import resume
+
+TEST_CONFIG = ROOT / ".test" / "config.yaml"
+DAG_RECORD = Path(".snakemake") / "circuitloc" / "dag_jobs.json"
+
+
+def _small_config(models, root="", **extra) -> dict:
+    """The test config cut to `models` (of its two toys), IOI alone and the zero ablation of query
+    heads; its files named from `root` (the working directory's way to the checkout's .test/)."""
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    cfg["models"] = {m: cfg["models"][m] for m in models}
+    for spec in cfg["models"].values():
+        spec["toy"]["checkpoint"] = os.path.join(root, spec["toy"]["checkpoint"])
+        spec.pop("ablation", None)
+    cfg["tasks"] = {"ioi": {**cfg["tasks"]["ioi"], "n": 24, "n_score": 8}, "induction": None, "facts": None}
+    cfg["tasks"]["ioi"]["source"]["path"] = os.path.join(root, cfg["tasks"]["ioi"]["source"]["path"])
+    cfg.update(ablation={"kinds": ["zero"], "units": ["query"], "min_group": 2}, analysis=[], **extra)
+    return cfg
+
+
+def _digests(run: Path, parts=("data", "scores", "curves", "specificity", "tables")) -> dict:
+    """{path: sha256} of every result file the numbers live in (the cost table's timings aside)."""
+    out = {}
+    for part in parts:
+        for p in sorted((run / "results" / part).rglob("*")):
+            if p.is_file() and not p.name.startswith("cost."):
+                out[str(p.relative_to(run))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.workflow
+def test_a_moved_run_plans_nothing(tiny_run, tmp_path):
+    """The whole run directory (workflow, results and .snakemake) copied elsewhere: every path a
+    job recorded is relative to it, so Snakemake finds nothing to do."""
+    moved = tmp_path / "elsewhere" / "renamed_run"
+    shutil.copytree(tiny_run, moved, symlinks=True)
+    p = smk("-n", "--configfile", ".test/config.yaml", cwd=moved)
+    assert planned_jobs(p.stdout) == [], p.stdout[-3000:]
+    assert "Nothing to be done" in p.stdout + p.stderr
+
+
+def test_a_stash_key_does_not_depend_on_where_the_run_is(tmp_path, monkeypatch):
+    """A grouped job's stash of finished ablations (circuitloc.resume) is keyed by its params, its
+    inputs as the rule names them (relative) and their size and modification time: a copied run
+    finds the stash of its original."""
+    a = tmp_path / "a"
+    (a / "results" / "data").mkdir(parents=True)
+    (a / "results" / "data" / "x.parquet").write_bytes(b"rows")
+    shutil.copytree(a, tmp_path / "b")  # copy2: the same modification times
+    params = {"ablations": ["zero-query"], "resume": "results/.resume/scores/ioi/m"}
+    keys = []
+    for where in ("a", "b"):
+        monkeypatch.chdir(tmp_path / where)
+        keys.append(resume.digest(params, ["results/data/x.parquet"], {"task": "ioi", "model": "m"}))
+    assert keys[0] == keys[1]
+
+
+@pytest.mark.workflow
+def test_two_runs_at_once_each_count_their_own_jobs(tmp_path):
+    """A run that makes the cost table, and meanwhile a run on other targets in the same
+    directory: the cost table counts the first run's jobs, not the second's."""
+    work = copy_workflow(tmp_path / "wf")
+    (work / "b.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"])))
+    (work / "a.yaml").write_text(yaml.safe_dump(_small_config(["tiny_mha"])))
+    cmd = SNAKEMAKE + ["--cores", "1", "--configfile", "b.yaml"]
+    b = subprocess.Popen(cmd, cwd=work, env=smk_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 600
+        while not (work / DAG_RECORD).exists():  # b has recorded its DAG
+            assert b.poll() is None and time.time() < deadline, "the cost run ended before it recorded its DAG"
+            time.sleep(0.5)
+        smk("results/models/tiny_mha/card.json", "--cores", "1", "--configfile", "a.yaml", cwd=work)
+        out, _ = b.communicate(timeout=1500)
+    finally:
+        b.kill()
+    assert b.returncode == 0, out[-4000:]
+    cost = pl.read_csv(work / "results" / "tables" / "cost.csv")
+    assert "tiny_mha" not in cost["model"].to_list()
+    # every job of b's run that wrote a benchmark, once (the cost job's own aside)
+    benches = [p for p in (work / "results" / "benchmarks").rglob("*.tsv")
+               if "tiny_mha" not in str(p) and p.name != "cost.tsv"]
+    total = cost.filter((pl.col("stage") == "all") & (pl.col("model") == "all"))["jobs"].to_list()
+    assert total == [len(benches)] and len(benches) >= 6
+
+
+@pytest.mark.workflow
+def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_run, tmp_path):
+    """A truncated dataset of a finished run: the rerun fails naming the file and the command; that
+    command rebuilds the file and only what depends on it, and every result comes out as before,
+    byte for byte."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    before = _digests(run)
+    bad = "results/data/ioi/tiny_gqa.parquet"
+    mtimes = {f: os.stat(run / f).st_mtime_ns for f in before}
+    (run / bad).write_bytes((run / bad).read_bytes()[:100])
+    failed = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run, check=False)
+    assert failed.returncode != 0
+    advice = re.search(r"rebuild it and what depends on it: (snakemake [^(\n]*?) \(with the run's --configfile\)",
+                       failed.stdout + failed.stderr)
+    assert advice and bad in advice.group(1), (failed.stdout + failed.stderr)[-3000:]
+    args = advice.group(1).split()[1:] + ["--configfile", ".test/config.yaml"]
+    dry = smk("-n", *args, cwd=run).stdout
+    plan = planned_jobs(dry)
+    assert ("dataset", {"task": "ioi", "model": "tiny_gqa"}) in plan
+    for rule, wc in plan:  # only what reads the dataset, directly or not
+        assert wc.get("model", "tiny_gqa") == "tiny_gqa" and wc.get("task", "ioi") == "ioi", (rule, wc)
+    rebuilt = {f.strip() for line in re.findall(r"^\s+output: (.*)$", dry, flags=re.MULTILINE) for f in line.split(",")}
+    smk(*args, cwd=run)
+    assert _digests(run) == before
+    for f, t in mtimes.items():  # what the plan named was written again, and nothing else
+        assert (os.stat(run / f).st_mtime_ns != t) == (f in rebuilt), f
+
+
+@pytest.mark.workflow
+def test_one_checkout_holds_several_runs_with_directory(tmp_path):
+    """`--directory runs/<name>`: each run keeps its results and Snakemake records in its own
+    directory; the checkout's resources are found from there, and a config's own paths are read
+    from the run directory."""
+    work = copy_workflow(tmp_path / "wf")
+    for name, model in (("a", "tiny_gqa"), ("b", "tiny_mha")):
+        (work / "runs" / name).mkdir(parents=True)
+        (work / "runs" / f"{name}.yaml").write_text(yaml.safe_dump(_small_config([model], root="../..")))
+    for name, model in (("a", "tiny_gqa"), ("b", "tiny_mha")):
+        args = ("--directory", f"runs/{name}", "--configfile", f"runs/{name}.yaml")
+        plan = planned_jobs(smk("-n", *args, cwd=work).stdout)
+        assert {wc["model"] for _, wc in plan if "model" in wc} == {model}
+        smk(f"results/models/{model}/card.json", "--cores", "1", *args, cwd=work)
+    assert (work / "runs/a/results/models/tiny_gqa/card.json").is_file()
+    assert (work / "runs/b/results/models/tiny_mha/card.json").is_file()
+    assert not (work / "runs/a/results/models/tiny_mha").exists() and not (work / "results").exists()
+    assert (work / "runs/a/.snakemake").is_dir() and (work / "runs/b/.snakemake").is_dir()
+
+
+@pytest.mark.workflow
+def test_the_workflow_works_as_a_module_from_another_directory(tmp_path):
+    """Another workflow uses circuitloc with `module` and `use rule *`: the plan reads circuitloc's
+    own config files and scripts from its checkout, writes under the caller's directory, and a
+    job runs."""
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    (caller / "mine.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"], root=str(ROOT))))
+    (caller / "Snakefile").write_text(
+        'configfile: "mine.yaml"\n\n'
+        f'module circuitloc:\n    snakefile: "{ROOT / "Snakefile"}"\n    config: config\n\n'
+        "use rule * from circuitloc\n")
+    plan = planned_jobs(smk("-n", cwd=caller).stdout)
+    rules = {rule for rule, _ in plan}
+    assert {"model", "dataset", "scores", "curves", "tables", "figures", "cost", "report"} <= rules, rules
+    assert {wc["model"] for _, wc in plan if "model" in wc} == {"tiny_gqa"}
+    smk("results/models/tiny_gqa/card.json", "--cores", "1", cwd=caller)
+    assert (caller / "results/models/tiny_gqa/card.json").is_file()
