@@ -172,19 +172,30 @@ def top_head_ratio(run: Run) -> dict:
                    ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate"))).row()
 
 
+def _by_family(run: Run, table, attention: str, value) -> dict:
+    """family -> [(n_params, value, model)] smallest first, over the run's pretrained models of one
+    attention type whose row gives a value (`value(model, row)`, None: none), for families of two
+    or more sizes (a claim about scale within a family)."""
+    fams = {}
+    for m in run.pretrained(attention):
+        r = _row(table, m)
+        if r and (v := value(m, r)) is not None:
+            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), v, m))
+    return {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
+
+
 def top_layer_deepens(run: Run) -> dict:
     text = "The top head's layer deepens with scale in the MHA family (IOI)"
     cid = "ioi_mha_top_layer_deepens"
     if why := _missing(run, IOI_T1):
         return _untestable(cid, text, why)
-    t1, fams = run.table(IOI_T1), {}
-    for m in run.pretrained("mha"):
-        r = _row(t1, m)
-        if r and r.get("top_head") and str(r["top_head"]).startswith("L"):
-            layer = int(str(r["top_head"])[1:].split("H")[0].split("G")[0])
-            depth = layer / max(1, int(run.cards[m]["n_layers"]) - 1)
-            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), depth, m))
-    fams = {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
+    def depth(m, r):
+        if not (r.get("top_head") and str(r["top_head"]).startswith("L")):
+            return None
+        layer = int(str(r["top_head"])[1:].split("H")[0].split("G")[0])
+        return layer / max(1, int(run.cards[m]["n_layers"]) - 1)
+
+    fams = _by_family(run, run.table(IOI_T1), "mha", depth)
     if not fams:
         return _untestable(cid, text, "needs two or more pretrained MHA models of one family")
     parts, ok = [], True
@@ -267,12 +278,7 @@ def facts_bottleneck(run: Run) -> dict:
     cid = "facts_gqa_bottleneck"
     if why := _missing(run, FACTS_T1):
         return _untestable(cid, text, why)
-    t1, fams = run.table(FACTS_T1), {}
-    for m in run.pretrained("gqa"):
-        r = _row(t1, m)
-        if r and (h := _heads_to(r)):
-            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), h, m))
-    fams = {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
+    fams = _by_family(run, run.table(FACTS_T1), "gqa", lambda m, r: _heads_to(r))
     if not fams:
         return _untestable(cid, text, "needs two or more sizes of one pretrained GQA family")
     parts, ok = [], True
