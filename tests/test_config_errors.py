@@ -4,24 +4,12 @@ may run a subset of the tasks."""
 
 import pytest
 import yaml
-from workflow_helpers import ROOT, planned_jobs, smk
+from workflow_helpers import TEST_CONFIG, config_error, planned_jobs, resolve_over_test_config, smk
 
 from circuitloc import runner
-from circuitloc.errors import ConfigError
 from circuitloc.plan import views
-from circuitloc.plan.workflow_config import layered, resolve
 
-TEST_CONFIG = ROOT / ".test" / "config.yaml"
-
-
-def _resolve(layer):
-    return resolve(layered(ROOT, {}, [TEST_CONFIG], layer), ROOT)
-
-
-def _error(layer) -> str:
-    with pytest.raises(ConfigError) as e:
-        _resolve(layer)
-    return str(e.value)
+_resolve, _error = resolve_over_test_config, config_error
 
 
 @pytest.mark.parametrize("layer, expected", [

@@ -6,24 +6,13 @@ import re
 
 import pytest
 import yaml
-from workflow_helpers import ROOT
+from workflow_helpers import ROOT, TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import views
 from circuitloc.plan.configload import load_layer
-from circuitloc.plan.workflow_config import layered, resolve
 
-TEST_CONFIG = ROOT / ".test" / "config.yaml"
-
-
-def _resolve(layer):
-    return resolve(layered(ROOT, {}, [TEST_CONFIG], layer), ROOT)
-
-
-def _error(layer) -> str:
-    with pytest.raises(ConfigError) as e:
-        _resolve(layer)
-    return str(e.value)
+_resolve, _error = resolve_over_test_config, config_error
 
 
 def test_a_key_given_twice_in_one_file_is_refused_naming_the_key_and_the_file(tmp_path):

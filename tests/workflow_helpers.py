@@ -44,3 +44,24 @@ def planned_jobs(dry_run_output: str) -> list[tuple[str, dict]]:
             wc = re.search(r"wildcards: (.*)", block)
             jobs.append((m.group(1), dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}))
     return jobs
+
+
+TEST_CONFIG = ROOT / ".test" / "config.yaml"
+
+
+def resolve_over_test_config(layer):
+    """The config a run of `.test/config.yaml` plus the overlay `layer` (a dict) would plan with."""
+    from circuitloc.plan.workflow_config import layered, resolve
+
+    return resolve(layered(ROOT, {}, [TEST_CONFIG], layer), ROOT)
+
+
+def config_error(layer) -> str:
+    """The one-line ConfigError that overlay `layer` on `.test/config.yaml` gives."""
+    import pytest
+
+    from circuitloc.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        resolve_over_test_config(layer)
+    return str(e.value)
