@@ -1,0 +1,49 @@
+"""The README's result sections, generated from a run rather than typed: the IOI Table 1 (paper
+form) and the claims table go between their markers, under a measurement note naming the run.
+
+    python -m circuitloc.report.readme RESULTS_DIR README.md --note "Measured on ..."
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from circuitloc import io
+from circuitloc.atomic import write_text
+from circuitloc.errors import ArtifactError
+
+SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
+
+
+def _body(md: str) -> str:
+    """A table's markdown without its '### title' line (the README has its own heading)."""
+    return "\n".join(line for line in md.strip().splitlines() if not line.startswith("### ")).strip()
+
+
+def fill(readme: str, results: Path, note: str) -> str:
+    """`readme` with each section's markers holding the note and the run's table."""
+    for name, rel in SECTIONS.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if begin not in readme or end not in readme:
+            raise ArtifactError(f"README: markers {begin} ... {end} not found")
+        path = results / rel
+        if not path.is_file():
+            raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
+        block = f"{begin}\n{note.strip()}\n\n{_body(path.read_text())}\n{end}"
+        readme = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, readme, flags=re.S)
+    return readme
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("readme", type=Path)
+    ap.add_argument("--note", required=True, help="which commit, machine and command made the results")
+    a = ap.parse_args(argv)
+    write_text(fill(a.readme.read_text(), a.results, a.note), a.readme)
+
+
+if __name__ == "__main__":
+    main()
