@@ -117,8 +117,6 @@ def test_binary_column_of_utf8_sentences_is_read_as_text(tmp_path):
     assert counts["matched_template"] == 50 and rows["prompt"].to_list() == truth["prompt"].to_list()
 
 
-@pytest.mark.xfail(strict=True, reason="models/load.py (another engineer's): load_hf must name a truncated "
-                                       "weights file; see the inputs branch's report")
 def test_truncated_safetensors_is_named(tmp_path):
     from helpers import tiny_model, word_tokenizer
 

@@ -114,8 +114,30 @@ def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
     tokenizer = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
+    except Exception as e:
+        bad = _unreadable_weights(path)
+        if bad is None:
+            raise
+        raise ModelSourceError(bad) from e
     return model.to(device).eval(), tokenizer
+
+
+def _unreadable_weights(path: str) -> str | None:
+    """One line naming the first safetensors file of `path` that does not open (truncated or
+    corrupt), or None when they all do (the load failed for another reason)."""
+    from safetensors import safe_open
+
+    for f in sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else ():
+        try:
+            with safe_open(str(f), "pt") as handle:
+                handle.keys()
+        except Exception as e:  # safetensors raises its own SafetensorError, not an OSError
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return (f"{f}: truncated or corrupt safetensors file ({first}); restore the model directory, or "
+                    "rebuild it with snakemake --cores all --forcerun <its card.json>")
+    return None
 
 
 def _twin(model):
