@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from circuitloc import io
 from circuitloc.plan.targets import CLAIM_TABLES
-from circuitloc.report.tables import write_table
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
@@ -295,12 +293,3 @@ CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_
 
 def claims(run: Run) -> pl.DataFrame:
     return pl.DataFrame([c(run) for c in CLAIMS])
-
-
-def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
-    """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
-    table the run does not make is simply absent)."""
-    run = Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()})
-    df = claims(run)
-    write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
-    return df

@@ -10,7 +10,6 @@ import argparse
 import re
 from pathlib import Path
 
-from circuitloc import io
 from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
 

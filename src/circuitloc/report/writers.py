@@ -9,6 +9,7 @@ import polars as pl
 from circuitloc import io
 from circuitloc.plan import vocab
 from circuitloc.report import analysis as AN
+from circuitloc.report import claims as CL
 from circuitloc.report import sweep as SW
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
@@ -140,3 +141,12 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
                 f"tests) on its own, the {n[SW.EXPLORATORY]} other tests as an exploratory family; rows at different "
                 "unit counts are described, not tested; verdict_table and verdict_all: one verdict function on the "
                 "table's directions, with the one or the other adjustment")
+
+
+def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
+    """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
+    table the run does not make is simply absent)."""
+    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()})
+    df = CL.claims(run)
+    write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
+    return df
