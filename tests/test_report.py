@@ -12,7 +12,7 @@ pytestmark = pytest.mark.workflow
 
 CAPTIONS = {"table1": "Table 1", "table2": "Table 2", "fig1_heatmap": "Figure 1", "fig2_curves": "Figure 2",
             "scale": "Scale figure", "stability": "Stability", "robustness": "Robustness", "specificity": "Specificity",
-            "cost": "Cost table"}
+            "cost": "Cost table", "claims": "The paper's claims"}
 PER_ABLATION = ("table1", "table2", "fig1_heatmap", "fig2_curves")
 TASKS = ("ioi", "induction", "facts", "facts_shared")
 
@@ -34,7 +34,7 @@ def _expected(run):
         for abl in ("zero-query", "mean-query", "resample-query", "zero-kv", "mean-kv", "resample-kv"):
             for kind in PER_ABLATION:
                 assert f"{kind}_{task}_{abl}" in names, f"{kind}_{task}_{abl}"
-    assert {"scale_zero-query", "robustness", "specificity", "cost"} <= names
+    assert {"scale_zero-query", "robustness", "specificity", "cost", "claims"} <= names
     assert {f"stability_{t}" for t in TASKS if t != "facts_shared"} <= names
     return files
 
@@ -47,7 +47,7 @@ def _check_report(html, run):
         key = str(f.relative_to(run))
         assert key in results, f"{key} is not in {html.name}"
         entry = results[key]
-        kind = re.match(r"(table1|table2|fig1_heatmap|fig2_curves|scale|stability|robustness|specificity|cost)", f.name).group(1)
+        kind = re.match(r"(table1|table2|fig1_heatmap|fig2_curves|scale|stability|robustness|specificity|cost|claims)", f.name).group(1)
         caption = entry.get("caption", "")
         assert CAPTIONS[kind] in caption, (key, caption[:200])
         assert "{{" not in caption and "}}" not in caption, (key, caption[:200])
