@@ -18,7 +18,12 @@ def build_report(config, snakefile, html, log_path) -> None:
     `log_path`. No executor profile: the report is built here, in this process's machine."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "config.yaml"
-        cfg.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+        layer = dict(config)
+        # the layer merges onto the embedded default again: a default task this run left out stays out
+        default = yaml.safe_load((Path(snakefile).parent / "config" / "config.yaml").read_text()) or {}
+        layer["tasks"] = {**{t: None for t in default.get("tasks", {}) if t not in config.get("tasks", {})},
+                          **dict(config.get("tasks", {}))}
+        cfg.write_text(yaml.safe_dump(layer, sort_keys=False))
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", os.getcwd(),
                "--configfile", str(cfg), "--nolock", "--report", str(html)]
         env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
