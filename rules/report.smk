@@ -17,5 +17,6 @@ rule report:
         "results/logs/report.log",
     run:
         from circuitloc.plan.report import build_report
+        from circuitloc.plan.workflow_config import as_layer
 
-        build_report(config, workflow.main_snakefile, output.html, log[0])
+        build_report(as_layer(config, ROOT), workflow.main_snakefile, output.html, log[0])

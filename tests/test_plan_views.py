@@ -12,7 +12,7 @@ from workflow_helpers import ROOT
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import groups, inputs, targets, views, vocab
-from circuitloc.plan.workflow_config import layered, prepare, resolve
+from circuitloc.plan.workflow_config import as_layer, layered, prepare, resolve
 
 TEST_CONFIG = ROOT / ".test" / "config.yaml"
 
@@ -33,6 +33,15 @@ def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_f
     assert config["seed"] == 3 and list(config["models"]) == ["tiny_mha", "tiny_gqa"]
     assert config["bootstrap"] == {"n": 200, "ci": 0.95}  # the schema's default filled in
     assert os.environ[vocab.TASK_MODULES_ENV] == ""
+
+
+@pytest.mark.parametrize("layer", [{}, {"tasks": {"induction": None, "facts": None}}, {"group_ablations": False}])
+def test_a_resolved_config_resolves_to_itself_as_a_layer(layer, tmp_path):
+    """What the report's `snakemake --report` reads (plan.report writes it as a config file): the
+    run's config, as a layer on the default, plans the same run (a task the run left out stays out)."""
+    cfg = _config(**layer)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(as_layer(cfg, ROOT), sort_keys=False))
+    assert resolve(layered(ROOT, {}, [tmp_path / "run.yaml"]), ROOT) == cfg
 
 
 def test_a_module_gets_its_config_as_one_layer_on_the_default():

@@ -172,9 +172,8 @@ def unknown_keys(config: dict, schema: dict) -> list[str]:
     return out
 
 
-def check_unknown_keys(config: dict, schema_path) -> None:
+def check_unknown_keys(config: dict, schema: dict) -> None:
     """Raise ConfigError listing every unknown key (a typo would otherwise silently mean the default)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
     problems = unknown_keys(config, schema)
     if problems:
         raise ConfigError("\n".join(problems))

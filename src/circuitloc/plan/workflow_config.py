@@ -47,7 +47,7 @@ def layered(root, given: dict, configfiles=(), overrides=None, as_module=False) 
     return effective_config(default, configfiles, overrides)
 
 
-def load_task_modules(names) -> None:
+def register_task_modules(names) -> None:
     """Register the tasks of the modules a config names (task_modules); one that cannot be imported
     or defines no task is an error naming it. A malformed list is left to the schema."""
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -64,19 +64,28 @@ def resolve(cfg: dict, root) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
     filled in, the tasks a layer removed (`tasks.<name>: null`) left out, the sweep's toys among its
     models and the task modules it names registered."""
+    schema = load_schema(Path(root) / SCHEMA)
     if isinstance(cfg.get("tasks"), dict):
         cfg["tasks"] = selected_tasks(cfg["tasks"])
-    check_unknown_keys(cfg, Path(root) / SCHEMA)
-    load_task_modules(cfg.get("task_modules", []))
+    check_unknown_keys(cfg, schema)
+    register_task_modules(cfg.get("task_modules", []))
     if isinstance(cfg.get("tasks"), dict):
         check_task_names(cfg["tasks"])
-    validate(cfg, load_schema(Path(root) / SCHEMA))
+    validate(cfg, schema)
     cfg["models"] = with_sweep(cfg.get("models"), cfg.get("sweep"))
     # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
     check_sizes(cfg)
     return cfg
+
+
+def as_layer(config: dict, root) -> dict:
+    """A resolved config as one layer that resolves to itself again on the embedded default (a
+    `snakemake --report` of the same run reads it): the default's tasks this run left out are null."""
+    default_tasks = load_layer(Path(root) / DEFAULT).get("tasks", {})
+    left_out = {t: None for t in default_tasks if t not in config["tasks"]}
+    return {**config, "tasks": {**left_out, **config["tasks"]}}
 
 
 def prepare(config: dict, workflow, root) -> dict:
