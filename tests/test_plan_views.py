@@ -8,19 +8,16 @@ from types import SimpleNamespace as NS
 
 import pytest
 import yaml
-from workflow_helpers import ROOT
+from workflow_helpers import ROOT, TEST_CONFIG, resolve_over_test_config
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import groups, inputs, targets, views, vocab
 from circuitloc.plan.workflow_config import as_layer, layered, prepare, resolve
 
-TEST_CONFIG = ROOT / ".test" / "config.yaml"
-
 
 def _config(**layer):
     """The .test config resolved as the Snakefile would (the default below it), with `layer` on top."""
-    cfg = layered(ROOT, {}, [TEST_CONFIG], layer or None)
-    return resolve(cfg, ROOT)
+    return resolve_over_test_config(layer or None)
 
 
 def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_for_jobs(monkeypatch):
@@ -132,7 +129,7 @@ def test_score_jobs_are_grouped_by_the_models_list_of_ablations():
 
 def test_long_jobs_come_first():
     cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "real": {"source": "hf", "hf": "x/r"}})
-    p = lambda *a: groups.job_priority(cfg, *a)  # noqa: E731
+    p = lambda *a: groups.job_priority(cfg, *a)
     assert p("model") > p("dataset") > p("scores", ["toy", "real"]) > p("curves", ["toy"]) > p("specificity") > 0
 
 

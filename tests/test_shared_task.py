@@ -9,17 +9,16 @@ import types
 import polars as pl
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk, smk_env
+from workflow_helpers import ROOT, copy_workflow, planned_jobs, resolve_over_test_config, smk, smk_env
 
 from circuitloc.plan import views, vocab
-from circuitloc.plan.workflow_config import layered, resolve
 
 PLUGINS = ROOT / "tests" / "plugins"
 
 
 def _config(monkeypatch, **layer):
     monkeypatch.syspath_prepend(str(PLUGINS))
-    return resolve(layered(ROOT, {}, [ROOT / ".test" / "config.yaml"], layer), ROOT)
+    return resolve_over_test_config(layer)
 
 
 def test_a_task_modules_shared_condition_is_registered_with_it(monkeypatch):
