@@ -151,7 +151,7 @@ def _tops_on(job: JobSettings, data, ablation: str, tops: dict, loaded) -> tuple
     intervals of each top unit's damage over the prompts or None), as the engine computed them
     (float32: the damage is taken before any rounding to float64). The intervals come with
     `job.bootstrap` (numerator and denominator resampled together, `stats.drop_intervals`); on
-    neutral text the floor is 0, so the damage is minus the loss's relative rise."""
+    neutral text the floor is the spec's (0: its loss has no floor kind), so the damage is minus the loss's relative rise."""
     aj = AblationJob(job, data, ablation, loaded=loaded)
     by_label = {u.label: u for u in aj.units}
     per_prompt = aj.probe.run([{}] + [A.as_sets([by_label[u]]) for u in tops.values()])[aj.task.metric_name]
@@ -159,8 +159,7 @@ def _tops_on(job: JobSettings, data, ablation: str, tops: dict, loaded) -> tuple
     iv = None
     if job.bootstrap:
         pp = per_prompt.numpy()
-        floor = 0.0 if job.task == NEUTRAL else aj.floor_per_prompt()
-        out = S.drop_intervals(pp[0], pp[1:], aj.task.higher_is_better, job.bootstrap, floor=floor)
+        out = S.drop_intervals(pp[0], pp[1:], aj.task.higher_is_better, job.bootstrap, floor=aj.floor_per_prompt())
         iv = list(zip(out["damage_lo"].tolist(), out["damage_hi"].tolist(), strict=True))
     return aj, v[0], v[1:], iv
 
