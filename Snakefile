@@ -25,7 +25,11 @@ except ConfigError as e:  # one line per problem, without a traceback
     sys.exit(str(e))
 
 
-report: "report/workflow.rst"
+# The report opens on the run's answer once the run has written it (rule landing), else on the
+# workflow's description.
+from circuitloc.plan.report import report_text  # noqa: E402
+
+report: report_text(ROOT)
 
 
 include: "rules/common.smk"
@@ -53,6 +57,12 @@ onstart:
 
     if any(j.rule.name == "cost" for j in workflow.dag.needrun_jobs()):
         record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))
+
+
+onsuccess:
+    from circuitloc.plan.console import report_ready
+
+    report_ready(targets.REPORT)
 
 
 onerror:

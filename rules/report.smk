@@ -1,5 +1,6 @@
 # The HTML report: every table and figure marked with report() in rules/tables.smk and
-# rules/figures.smk, with the captions in report/. The default run builds it (rule all asks for
+# rules/figures.smk, with the captions in report/. It opens on the run's answer (rule landing: the
+# claims table, the headline Table 1 and figures, then report/workflow.rst). The default run builds it (rule all asks for
 # it) once every table and figure exists, by calling `snakemake --report` (circuitloc.plan.report);
 # `snakemake --report results/report.html` by hand does the same after any run.
 
@@ -8,9 +9,29 @@ localrules:
     report,
 
 
+rule landing:
+    input:
+        unpack(lambda wc: targets.landing_inputs(config)),
+        workflow=os.path.join(ROOT, "report", "workflow.rst"),
+    output:
+        rst=targets.LANDING,
+    params:
+        headline=targets.headline(config),
+        code=code_version("landing.py"),
+    log:
+        "results/logs/report/landing.log",
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/landing.py"
+
+
 rule report:
     input:
         targets.report_inputs(config),
+        targets.LANDING,
     output:
         html="results/report.html",
     log:

@@ -63,8 +63,40 @@ def _check_report(html, run):
     assert "circuitloc" in text and "heads-to-80%" in text
 
 
+def _first_page(html) -> str:
+    """The text the report opens on (Snakemake's `workflow_desc`)."""
+    text = html.read_text()
+    m = re.search(r"var workflow_desc = ", text)
+    assert m, f"{html}: no workflow description"
+    desc, _ = json.JSONDecoder().raw_decode(text, m.end())
+    return desc
+
+
+def _check_first_page(html, run):
+    """The report opens on the answer: the claims table (every claim, with its verdict), then Table 1
+    of IOI under the paper's ablation (every model) and the headline figures embedded, before the
+    workflow's description."""
+    import polars as pl
+
+    desc = _first_page(html)
+    claims = pl.read_csv(run / "results" / "tables" / "claims.csv")
+    assert desc.index("The answer") < desc.index("About this workflow"), desc[:300]
+    for claim in claims["claim"]:
+        assert claim.split()[0] in desc
+    assert sum(desc.count(f"<td>{v}</td>") for v in set(claims["verdict"])) >= claims.height
+    table1 = pl.read_csv(run / "results" / "tables" / "table1_ioi_zero-query.csv")
+    head = desc[desc.index("Table 1: ioi, zero-query ablation"):desc.index("About this workflow")]
+    for model in table1["model"]:
+        assert f"<td>{model}</td>" in head, model
+    assert head.count('src="data:image/png;base64,') == 3, "Figures 1 and 2 and the scale figure"
+
+
 def test_default_run_builds_the_report(tiny_run):
-    _check_report(tiny_run / "results" / "report.html", tiny_run)
+    html = tiny_run / "results" / "report.html"
+    _check_report(html, tiny_run)
+    _check_first_page(html, tiny_run)
+    # it opens on that page, not on the workflow graph (the run's report has metadata)
+    assert re.search(r"var metadata = \{\s*\S", html.read_text()), "no metadata: the report opens on the rule graph"
     assert (tiny_run / "results" / "logs" / "report.log").read_text().rstrip().endswith("Report created.")
 
 
@@ -72,3 +104,4 @@ def test_snakemake_report_command(tiny_run):
     out = tiny_run / "by_hand.html"
     smk("--report", str(out), "--configfile", ".test/config.yaml", cwd=tiny_run, timeout=600)
     _check_report(out, tiny_run)
+    _check_first_page(out, tiny_run)

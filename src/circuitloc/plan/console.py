@@ -3,6 +3,7 @@ the Snakefile's onerror handler calls this)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -113,3 +114,12 @@ def explain_failures(snakemake_logs, log_root="results/logs", since: float | Non
         title = " the run was interrupted " if stopped else " why the run failed "
         print("\n".join(["", "=" * 20 + title + "=" * 20, *lines]), file=stream, flush=True)
     return lines
+
+
+def report_ready(report, stream=None) -> str | None:
+    """The run's last line: where its report is, when the run made or kept one."""
+    if not os.path.exists(report):
+        return None
+    line = f"circuitloc: the report is {os.path.abspath(report)} (it opens on the run's answer)"
+    print(line, file=stream or sys.stderr, flush=True)
+    return line

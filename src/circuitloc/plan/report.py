@@ -12,6 +12,15 @@ from pathlib import Path
 
 import yaml
 
+LANDING = os.path.join("results", "report", "landing.rst")  # plan.targets.LANDING, written by rule landing
+
+
+def report_text(root) -> str:
+    """The report's landing text: the run's first page (its claims, Table 1 and headline figures)
+    where the run has written it, else the workflow's description."""
+    landing = os.path.abspath(LANDING)
+    return landing if os.path.exists(landing) else os.path.join(root, "report", "workflow.rst")
+
 
 def build_report(layer, snakefile, html, log_path) -> None:
     """Write the report of the run of `snakefile` with the config `layer` (the run's resolved config
@@ -20,8 +29,20 @@ def build_report(layer, snakefile, html, log_path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump(dict(layer), sort_keys=False))
+        meta = Path(tmp) / "metadata.yaml"
+        meta.write_text(yaml.safe_dump(_metadata(layer), sort_keys=False))
+        style = Path(snakefile).parent / "report" / "style.css"
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", os.getcwd(),
-               "--configfile", str(cfg), "--nolock", "--report", str(html)]
+               "--configfile", str(cfg), "--nolock", "--report", str(html),
+               "--report-metadata", str(meta), "--report-stylesheet", str(style)]
         env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
         with open(log_path, "w") as log_file:
             subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=True, timeout=3600)
+
+
+def _metadata(layer) -> dict:
+    """The few facts the first page lists under the answer (Snakemake's report metadata: with it the
+    report opens on its text rather than on the workflow graph)."""
+    tasks = [t for t, v in (layer.get("tasks") or {}).items() if v is not None]
+    return {"models": list(layer.get("models") or {}), "tasks": tasks, "seed": layer.get("seed", 0),
+            "device": str(layer.get("device", "cpu"))}

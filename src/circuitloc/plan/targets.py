@@ -112,6 +112,28 @@ def claim_inputs(config) -> dict[str, str]:
     return {n: p for n, p in paths.items() if p in made}
 
 
+LANDING = "results/report/landing.rst"
+PAPER_ABLATION = "zero-query"  # the paper's measure: zero ablation of query heads
+
+
+def landing_inputs(config) -> dict[str, str]:
+    """What the report's first page shows (circuitloc.report.landing): the claims table, then Table 1
+    and Figures 1-2 of the headline (IOI, else the first task; the paper's ablation, else the first)
+    and its scale figure, where the run makes them."""
+    made = set(_tables_and_figures(config))
+    task, abl = headline(config)
+    files = {"claims": CLAIMS, "table1": f"results/tables/table1_{task}_{abl}.csv",
+             "fig1": f"results/figures/fig1_heatmap_{task}_{abl}.png",
+             "fig2": f"results/figures/fig2_curves_{task}_{abl}.png", "scale": f"results/figures/scale_{abl}.png"}
+    return {k: p for k, p in files.items() if k == "claims" or p in made}
+
+
+def headline(config) -> tuple[str, str]:
+    """(task, ablation) the first page leads with."""
+    ts, abls = tasks(config), ablations(config)
+    return ("ioi" if "ioi" in ts else ts[0]), (PAPER_ABLATION if PAPER_ABLATION in abls else abls[0])
+
+
 def _tables_and_figures(config) -> list[str]:
     """Every model card, table and figure the config asks for."""
     out = [card(m) for m in models(config)]
