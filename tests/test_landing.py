@@ -46,3 +46,16 @@ def test_report_opens_on_the_landing_once_written(tmp_path, monkeypatch):
 @pytest.mark.parametrize("empty", [pl.DataFrame({"claim": []}), pl.DataFrame()])
 def test_an_empty_table_is_said(empty):
     assert "no rows" in _html(rst_table(empty, "T"))
+
+
+def test_a_figure_is_embedded_whole(tmp_path):
+    """A figure's data URI runs over many short lines (docutils refuses a line over 10,000 chars) and
+    comes back whole in the page."""
+    import base64
+
+    from circuitloc.report.landing import Figure, figure_rst
+
+    png = tmp_path / "f.png"
+    png.write_bytes(bytes(range(256)) * 200)
+    html = _html(figure_rst(Figure(str(png), "F", "read it")))
+    assert base64.b64encode(png.read_bytes()).decode() in html

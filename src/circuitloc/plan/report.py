@@ -44,5 +44,5 @@ def _metadata(layer) -> dict:
     """The few facts the first page lists under the answer (Snakemake's report metadata: with it the
     report opens on its text rather than on the workflow graph)."""
     tasks = [t for t, v in (layer.get("tasks") or {}).items() if v is not None]
-    return {"models": list(layer.get("models") or {}), "tasks": tasks, "seed": layer.get("seed", 0),
-            "device": str(layer.get("device", "cpu"))}
+    return {"models": ", ".join(layer.get("models") or {}), "tasks": ", ".join(tasks),
+            "seed": str(layer.get("seed", 0)), "device": str(layer.get("device", "cpu"))}

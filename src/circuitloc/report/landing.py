@@ -57,9 +57,10 @@ def rst_table(df: pl.DataFrame, title: str, columns=None) -> str:
 
 def figure_rst(fig: Figure) -> str:
     """The figure embedded as a data URI, under its title, with what to read in it."""
-    data = base64.b64encode(Path(fig.png).read_bytes()).decode("ascii")
-    return (f"**{_cell(fig.title)}.** {fig.read}\n\n"
-            f".. image:: data:image/png;base64,{data}\n   :width: 100%\n")
+    data = "data:image/png;base64," + base64.b64encode(Path(fig.png).read_bytes()).decode("ascii")
+    # a URI may run over several lines (joined without whitespace): docutils refuses lines > 10,000 chars
+    uri = "\n".join("   " + data[i:i + 76] for i in range(0, len(data), 76))
+    return f"**{_cell(fig.title)}.** {fig.read}\n\n.. image::\n{uri}\n   :width: 100%\n"
 
 
 def landing(claims: pl.DataFrame, table1: pl.DataFrame | None, headline: tuple[str, str],
