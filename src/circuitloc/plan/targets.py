@@ -113,7 +113,6 @@ def claim_inputs(config) -> dict[str, str]:
 
 
 LANDING = "results/report/landing.rst"
-PAPER_ABLATION = "zero-query"  # the paper's measure: zero ablation of query heads
 
 
 def landing_inputs(config) -> dict[str, str]:
@@ -130,8 +129,8 @@ def landing_inputs(config) -> dict[str, str]:
 
 def headline(config) -> tuple[str, str]:
     """(task, ablation) the first page leads with."""
-    ts, abls = tasks(config), ablations(config)
-    return ("ioi" if "ioi" in ts else ts[0]), (PAPER_ABLATION if PAPER_ABLATION in abls else abls[0])
+    (task, abl), ts, abls = vocab.HEADLINE, tasks(config), ablations(config)
+    return (task if task in ts else ts[0]), (abl if abl in abls else abls[0])
 
 
 def _tables_and_figures(config) -> list[str]:
