@@ -12,7 +12,7 @@ localrules:
 rule landing:
     input:
         unpack(lambda wc: targets.landing_inputs(config)),
-        workflow=os.path.join(ROOT, "report", "workflow.rst"),
+        workflow=os.path.relpath(os.path.join(ROOT, "report", "workflow.rst")),  # relative: a moved run stays done
     output:
         rst=targets.LANDING,
     params:
@@ -20,6 +20,8 @@ rule landing:
         code=code_version("landing.py"),
     log:
         "results/logs/report/landing.log",
+    benchmark:
+        "results/benchmarks/landing.tsv"
     resources:
         **job_resources("small", per_model=False),
     conda:

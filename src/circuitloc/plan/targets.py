@@ -154,8 +154,9 @@ def _tables_and_figures(config) -> list[str]:
 
 def all_outputs(config) -> list[str]:
     """The default target: every model card, table and figure the config asks for, the claims
-    table, the cost table and the report."""
-    return _tables_and_figures(config) + [CLAIMS, COST, REPORT]
+    table, the report's first page, the cost table and the report (the cost job waits for every
+    other job that writes a benchmark, the first page's included)."""
+    return _tables_and_figures(config) + [CLAIMS, LANDING, COST, REPORT]
 
 
 def cost_inputs(config) -> list[str]:
