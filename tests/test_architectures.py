@@ -321,6 +321,22 @@ def test_fast_engine_is_chosen_for_a_verified_architecture(arch_dir):
     assert bridged(arch_dir, "gpt2", "float32")[2].engine == "scan"
 
 
+@pytest.mark.parametrize("kind, word", [("gpt2", "scan"), ("gptneo", "bridge"), ("ctrl", "scan-unverified")])
+def test_the_card_names_the_engine_its_jobs_scan_with(arch_dir, kind, word):
+    """The card's `engine` is what `scanner_for` then picks from it: a card's word, not a guess."""
+    from circuitloc.models.load import engine_of, scanner_for
+
+    card = card_for(arch_dir(kind))
+    assert engine_of(card["architecture"]) == word
+    if kind != "ctrl":
+        model, tok = load_hf(str(arch_dir(kind)), "float32")
+        assert scanner_for({**card, "engine": word}, (model, tok), 16, engine=word).engine == word
+    else:  # the fast engine refuses CTRL: the card's word still gets the one-line refusal
+        model, tok = load_hf(str(arch_dir(kind)), "float32")
+        with pytest.raises(UnsupportedArchitectureError, match="supported neither"):
+            scanner_for({**card, "engine": word}, (model, tok), 16, engine=word)
+
+
 def test_an_architecture_neither_engine_supports_is_one_line_naming_what_is_supported(arch_dir):
     from circuitloc.models.load import bridge_architectures
 

@@ -20,6 +20,7 @@ def test_hf_source_card_and_logits_equal_plain_transformers(tiny_dirs, tmp_path,
     card = json.loads(card_path.read_text())
     assert (card["attention"], card["n_heads"], card["n_kv_heads"]) == EXPECT[kind]
     assert card["n_layers"] == 3 and card["d_model"] == 64 and card["d_head"] == 16
+    assert card["engine"] == "scan"  # GPT-NeoX and Qwen2: the fast engine is proven on both
     plain = AutoModelForCausalLM.from_pretrained(tiny_dirs[kind]).eval()
     assert card["n_params"] == sum(p.numel() for p in plain.parameters())
     bridge, tok = load(card)

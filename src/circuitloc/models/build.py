@@ -10,7 +10,7 @@ from circuitloc import io
 from circuitloc.errors import ModelSourceError
 from circuitloc.models.card import make_card, weights_record
 from circuitloc.models.gguf import convert_gguf, fetch_gguf
-from circuitloc.models.load import load_tokenizer, resolve_hf
+from circuitloc.models.load import engine_of, load_tokenizer, resolve_hf
 from circuitloc.models.toy import train_toy
 from circuitloc.plan.hub import snapshot_commit
 from circuitloc.runner import log
@@ -51,7 +51,8 @@ def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
              len(extra["weights"]["files"]), sum(f["bytes"] for f in extra["weights"]["files"].values()) / 1e6,
              perf_counter() - t_hash)
     card = make_card(name, spec, path, load_tokenizer(path), extra)
+    card["engine"] = engine_of(card["architecture"])  # which engine every job of this model scans with
     io.write_json(card, card_path)
-    shape = {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads")}
+    shape = {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads", "engine")}
     log.info("model %s: %s; built in %.1f s", name, shape, perf_counter() - t0)
     return card

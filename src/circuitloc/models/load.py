@@ -208,6 +208,8 @@ def choose_engine(architecture: str, requested: str = "auto") -> str:
     TransformerLens supports it (hook_z is its own vocabulary, so no guess about module names);
     else 'scan', trusted only after its self-check. `requested` 'scan' or 'bridge' forces one."""
 
+    if requested == "scan-unverified":  # a card's word for auto's last resort: the same choice again
+        requested = "auto"
     if requested not in ENGINES:
         raise ValueError(f"engine {requested!r}: expected one of {', '.join(ENGINES)}")
     if requested != "auto":
@@ -215,6 +217,14 @@ def choose_engine(architecture: str, requested: str = "auto") -> str:
     if architecture in VERIFIED:
         return "scan"
     return "bridge" if architecture in bridge_architectures() else "scan"
+
+
+def engine_of(architecture: str) -> str:
+    """What a model's card says its jobs scan with: 'scan' (the fast engine, proven on this
+    architecture), 'bridge' (TransformerLens' hooks) or 'scan-unverified' (the fast engine on an
+    architecture it was not proven on, trusted only where each job's self-check passes)."""
+    kind = choose_engine(architecture)
+    return "scan-unverified" if kind == "scan" and architecture not in VERIFIED else kind
 
 
 def scanner_for(card: dict, loaded, batch_tokens: int, device: str = "cpu", engine: str = "auto"):
