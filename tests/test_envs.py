@@ -323,8 +323,7 @@ MODEL_STACK = {"torch", "transformers", "transformer-lens", "tokenizers", "safet
                "huggingface-hub", "datasets"}
 # imported in those scripts' modules only inside functions that no table or figure job calls
 REPORT_LAZY = {"torch": "runner.setup, only given threads= (a model job's)",
-               "transformers": "runner.setup, only given threads= (silences a model job's loading bars)",
-               "huggingface_hub": "plan.hub's downloads (a dataset job's)"}
+               "transformers": "runner.setup, only given threads= (silences a model job's loading bars)"}
 
 
 def _report_scripts():

@@ -1,11 +1,14 @@
 """The package's three wings by when code runs, read from the imports themselves:
 
-- plan/ runs while Snakemake parses the workflow: standard library, yaml and jsonschema only, nothing of
-  engine/ or report/;
-- engine/ runs inside torch jobs: nothing of report/;
-- report/ runs inside table and figure jobs: never torch;
-- the ground floor (metrics, stats, units, io, atomic, errors, runner, resume) imports no wing;
-- no import circle; function-local imports only of the heavy optional dependencies in LAZY.
+- plan/ runs while Snakemake parses the workflow: the standard library, yaml and jsonschema (the
+  config schema's validation needs it) and nothing else, at module level or inside a function, and
+  nothing of engine/, report/, tasks/ or models/;
+- engine/, tasks/ and models/ run inside torch jobs: nothing of report/;
+- report/ runs inside table and figure jobs: never torch, transformers or transformer_lens, not even
+  inside a function;
+- the ground floor (metrics, stats, units, prompts, io, atomic, errors, runner, resume) imports no wing;
+- no import circle; function-local imports only of the heavy optional dependencies the module's wing
+  allows (LAZY, less the wing's exclusions in LAZY_NOT).
 
 Each rule is checked transitively (a plan module that imports a ground-floor module that imports
 numpy breaks the rule too), and the checker is shown to fail on planted violations."""
@@ -28,7 +31,11 @@ PLAN_HEAVY = {"torch", "polars", "numpy", "matplotlib", "scipy", "seaborn", "pan
 # loads torch; the plan never loads the hub client unless a hub name must be resolved).
 LAZY = {"torch", "transformers", "transformer_lens", "huggingface_hub", "tokenizers", "matplotlib", "seaborn",
         "scipy", "gguf", "safetensors"}
-GROUND = {"metrics", "stats", "units", "io", "atomic", "errors", "runner", "resume", "__init__"}
+# a wing's exclusions from LAZY: the plan imports none of them, a table or figure job no model stack
+LAZY_NOT = {"plan": set(LAZY), "report": {"torch", "transformers", "transformer_lens"}}
+# the only third-party modules the plan may import (yaml reads the config, jsonschema validates it)
+PLAN_ALLOWED = {"yaml", "jsonschema"}
+GROUND = {"metrics", "stats", "units", "prompts", "io", "atomic", "errors", "runner", "resume", "__init__"}
 LIMIT_LINES = 300
 
 
@@ -77,6 +84,10 @@ def _wing(name: str) -> str:
     return "ground"
 
 
+def _third_party(root: str) -> bool:
+    return root not in sys.stdlib_module_names and root not in ("__future__", "circuitloc")
+
+
 def violations(src: Path = SRC) -> list[str]:
     """Every broken rule of the module docstring, one line each."""
     mods = _modules(src)
@@ -85,6 +96,7 @@ def violations(src: Path = SRC) -> list[str]:
     found = []
     for name, path in mods.items():
         graph[name], external[name] = set(), set()
+        where, wing = path.relative_to(src.parent), _wing(name)
         for mod, at_top, line in _imports(name, path):
             root = mod.split(".")[0]
             if root == "circuitloc":
@@ -92,14 +104,16 @@ def violations(src: Path = SRC) -> list[str]:
                 if target in mods and target != name:
                     graph[name].add(target)
                     if not at_top:
-                        found.append(f"{path.relative_to(src.parent)}:{line}: function-local import of {target} "
+                        found.append(f"{where}:{line}: function-local import of {target} "
                                      "(only heavy optional dependencies are imported lazily)")
             elif root and root != "__future__":
                 if at_top:
                     external[name].add(root)
-                elif root not in LAZY:
-                    found.append(f"{path.relative_to(src.parent)}:{line}: function-local import of {root} "
-                                 f"(not one of the lazy dependencies {sorted(LAZY)})")
+                elif root not in LAZY - LAZY_NOT.get(wing, set()):
+                    found.append(f"{where}:{line}: function-local import of {root} (the {wing} wing's lazy "
+                                 f"dependencies are {sorted(LAZY - LAZY_NOT.get(wing, set()))})")
+                if wing == "plan" and _third_party(root) and root not in PLAN_ALLOWED:
+                    found.append(f"{where}:{line}: the plan imports {root} (standard library, yaml and jsonschema only)")
 
     def reach(start: str) -> set[str]:
         seen, todo = set(), [start]
@@ -113,17 +127,18 @@ def violations(src: Path = SRC) -> list[str]:
     for name in mods:
         wing, closure = _wing(name), reach(name)
         wings = {_wing(m) for m in closure}
-        heavy = set().union(*(external[m] for m in closure | {name})) & PLAN_HEAVY
+        outside = set().union(*(external[m] for m in closure | {name}))
         if wing == "plan":
             bad = [m for m in closure if _wing(m) in ("engine", "report", "tasks", "models")]
             if bad:
                 found.append(f"{name}: the plan imports {sorted(bad)}")
-            if heavy:
-                found.append(f"{name}: the plan imports {sorted(heavy)} (standard library, yaml and jsonschema only)")
-        if wing == "engine" and "report" in wings:
-            found.append(f"{name}: the engine imports {sorted(m for m in closure if _wing(m) == 'report')}")
-        if wing == "report" and "torch" in heavy | set().union(*(external[m] for m in closure)):
-            found.append(f"{name}: a table or figure job imports torch")
+            third = {r for r in outside if _third_party(r)} - PLAN_ALLOWED
+            if third:
+                found.append(f"{name}: the plan imports {sorted(third)} (standard library, yaml and jsonschema only)")
+        if wing in ("engine", "tasks", "models") and "report" in wings:
+            found.append(f"{name}: the {wing} wing imports {sorted(m for m in closure if _wing(m) == 'report')}")
+        if wing == "report" and LAZY_NOT["report"] & outside:
+            found.append(f"{name}: a table or figure job imports {sorted(LAZY_NOT['report'] & outside)}")
         if wing == "ground" and name.split(".")[-1] in GROUND and wings - {"ground"}:
             found.append(f"{name}: the ground floor imports the wing(s) {sorted(wings - {'ground'})}")
         if name in closure:
@@ -144,9 +159,20 @@ def test_no_module_is_a_house_of_its_own():
     ("plan/planted.py", "import numpy\n", "the plan imports ['numpy']"),
     ("plan/planted.py", "from circuitloc.engine import scan\n", "'circuitloc.engine.scan'"),
     ("plan/planted.py", "from circuitloc import metrics\n", "the plan imports ['numpy', 'polars']"),
-    ("engine/planted.py", "from circuitloc.report import tables\n", "the engine imports"),
-    ("report/planted.py", "from circuitloc.engine import scan\n", "a table or figure job imports torch"),
+    ("plan/planted.py", "def f():\n    import torch\n", "function-local import of torch"),
+    ("plan/planted.py", "def f():\n    import matplotlib.pyplot\n", "function-local import of matplotlib"),
+    ("plan/planted.py", "def f():\n    import huggingface_hub\n", "the plan imports huggingface_hub"),
+    ("plan/planted.py", "import requests\n", "the plan imports ['requests']"),
+    ("plan/planted.py", "import tomli_w\n", "the plan imports ['tomli_w']"),
+    ("engine/planted.py", "from circuitloc.report import tables\n", "the engine wing imports"),
+    ("tasks/planted.py", "from circuitloc.report import writers\n", "the tasks wing imports"),
+    ("models/planted.py", "from circuitloc.report import writers\n", "the models wing imports"),
+    ("report/planted.py", "from circuitloc.engine import scan\n", "a table or figure job imports ['torch'"),
+    ("report/planted.py", "def f():\n    import torch\n", "function-local import of torch"),
+    ("report/planted.py", "def f():\n    from transformers import AutoModel\n", "function-local import of transformers"),
+    ("report/planted.py", "def f():\n    import transformer_lens\n", "function-local import of transformer_lens"),
     ("metrics_planted.py", "from circuitloc.plan import vocab\n", "the ground floor imports"),
+    ("prompts.py", "import torch\nfrom circuitloc.report import writers\n", "circuitloc.prompts: the ground floor imports"),
     ("report/planted.py", "def f():\n    import polars\n", "function-local import of polars"),
     ("report/planted.py", "def f():\n    from circuitloc import io\n", "function-local import of circuitloc.io"),
     ("report/planted.py", "from circuitloc.report import planted2\n", "import circle"),

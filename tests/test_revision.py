@@ -12,6 +12,7 @@ from workflow_helpers import copy_workflow, planned_jobs, smk, smk_env
 
 from circuitloc.errors import ModelSourceError
 from circuitloc.plan import hub
+from circuitloc.tasks import fahamu
 
 C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 
@@ -110,13 +111,13 @@ def tmp_dirs_gpt2(tmp_path, monkeypatch):
 
 
 def test_fahamu_revision_is_passed_and_recorded(offline):
-    path, commit = hub.fahamu_path({"kind": "fahamu"})
+    path, commit = fahamu.fahamu_source({"kind": "fahamu"})
     assert commit == C1 and path.name == "mecha_ioi_200k.parquet"
-    assert hub.fahamu_path({"kind": "fahamu", "revision": C1})[1] == C1
+    assert fahamu.fahamu_source({"kind": "fahamu", "revision": C1})[1] == C1
     from circuitloc.errors import DatasetError
 
     with pytest.raises(DatasetError, match=r"at revision v9.*--revision v9"):
-        hub.fahamu_path({"kind": "fahamu", "revision": "v9"})
+        fahamu.fahamu_source({"kind": "fahamu", "revision": "v9"})
 
 
 @pytest.mark.workflow

@@ -5,6 +5,7 @@ template id from its own skeleton; names told from other capitalised words."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -148,9 +149,37 @@ def match_templates(sentences, templates: list[str], nouns: dict | None = None) 
     return pl.DataFrame(rows, schema=ROWS), counts
 
 
+def fahamu_source(source: dict) -> tuple[Path, str | None]:
+    """(parquet path, snapshot commit or None) of a `{kind: fahamu}` source: the local `path`, else
+    `file` of the hub dataset `repo` at `revision` from the Hugging Face cache (downloaded when
+    online; offline, a file missing from the cache is an error naming the cache and the command
+    that fetches it)."""
+    name = hub.fahamu_file(source)
+    local = hub.local_fahamu(source)
+    if local:
+        p = Path(local)
+        if not p.is_file():
+            raise DatasetError(f"IOI parquet not found: {p} (tasks.ioi.source.path)")
+        return p, None
+    repo = source.get("repo") or FAHAMU_REPO
+    revision = source.get("revision")
+    from huggingface_hub import constants, hf_hub_download
+
+    try:
+        path = Path(hf_hub_download(repo, name, repo_type="dataset", revision=revision))
+    except Exception as e:  # offline and not cached, or the hub unreachable
+        rev = f" --revision {revision}" if revision else ""
+        raise DatasetError(
+            f"{repo}: {name}{f' at revision {revision}' if revision else ''} is not in the Hugging Face cache "
+            f"{constants.HF_HUB_CACHE} and could not be downloaded ({type(e).__name__}; "
+            f"HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). Fetch it where there is internet, "
+            f"with the same HF_HOME: hf download {repo} {name} --repo-type dataset{rev}") from e
+    return path, hub.snapshot_commit(path)
+
+
 def fahamu_path(source: dict) -> Path:
-    """The parquet file of a `{kind: fahamu}` source (circuitloc.plan.hub.fahamu_path, without its commit)."""
-    return hub.fahamu_path(source)[0]
+    """The parquet file of a `{kind: fahamu}` source (fahamu_source without its commit)."""
+    return fahamu_source(source)[0]
 
 
 def _unreadable(path, e: Exception) -> DatasetError:

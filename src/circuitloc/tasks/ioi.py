@@ -17,7 +17,6 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan import hub
 from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
 from circuitloc.tasks.common import (
     encode,
@@ -25,7 +24,7 @@ from circuitloc.tasks.common import (
     sample_rows,
     single_token,
 )
-from circuitloc.tasks.fahamu import read_fahamu
+from circuitloc.tasks.fahamu import fahamu_source, read_fahamu
 from circuitloc.tasks.ioi_templates import (
     RESOURCES,
     ROWS,
@@ -148,7 +147,7 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
     res_dir = os.path.dirname(declared) if declared else None
     pool = int(cfg.get("n_generate", 4 * cfg["n"]))  # candidates drawn before the token filters
     if src.get("kind") == "fahamu":
-        path, commit = hub.fahamu_path({**src, "path": inputs.get("fahamu") or src.get("path")})
+        path, commit = fahamu_source({**src, "path": inputs.get("fahamu") or src.get("path")})
         root = Path(res_dir) if res_dir else RESOURCES  # places and objects: for sentences' own skeletons
         nouns = {k: resource_lines(Path(inputs.get(f"ioi_{k}") or root / f"{k}.txt")) for k in ("places", "objects")}
         raw, read_counts = read_fahamu(path, pool, seed, load_templates(res_dir), nouns=nouns)
