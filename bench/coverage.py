@@ -1,4 +1,4 @@
-"""How often the intervals over prompts cover the truth (issue 31 item 3): synthetic prompts of
+"""How often the intervals over prompts cover the truth: synthetic prompts of
 known truth, the same resampling as the score and curve jobs (`stats.bootstrap_weights`), three
 ways to read an interval off the resamples: percentile (what the jobs used to do), BCa and
 studentized (bootstrap-t, what `stats.INTERVAL` now makes them do).

@@ -3,7 +3,7 @@ rows into means and intervals across seeds, `paired` into paired comparisons aga
 of the same seed and size, `overview` into one verdict per comparison. The toys themselves come
 from circuitloc.plan.sweep.
 
-Two rules keep a verdict meaning what it says (issue 31). Comparisons only at equal unit counts:
+Two rules keep a verdict meaning what it says. Comparisons only at equal unit counts:
 every concentration measure (top unit, heads-to as a fraction, curve area, effective units) depends
 on how many units a model is cut into, so a KV-1 toy's 2 kv groups against the MHA toy's 16 heads
 is described, never tested (`comparison`); where the KV-1 toy's groups are its layers, its rows are
