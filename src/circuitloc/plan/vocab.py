@@ -186,7 +186,14 @@ class TaskSpec:
         return name
 
 
-BUILTIN = (
+def shared_spec(spec: TaskSpec) -> TaskSpec:
+    """The spec of `spec`'s family-shared condition: the same task (module, metrics, columns) under
+    the condition's name, built from the task's datasets rather than from resource files."""
+    return replace(spec, name=spec.shared, shared=None, base=spec.name, inputs=None)
+
+
+# each task once; a family-shared condition (facts_shared) follows the task that declares it
+BUILTIN = tuple(s for t in (
     TaskSpec("ioi", "circuitloc.tasks.ioi", ("ld",), True, ("io_id", "s_id"), align=("template",),
              sign_flip=True, inputs=ioi_inputs,
              splits=(Split("template order", "ABBA", "BABA", "column", "order", "ABBA"),
@@ -198,22 +205,14 @@ BUILTIN = (
     TaskSpec("facts", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
              align=("domain", "relation"), floors={"logprob": "log_vocab"}, shared="facts_shared",
              inputs=facts_inputs, baselines=("accuracy",)),
-    TaskSpec("facts_shared", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
-             align=("domain", "relation"), floors={"logprob": "log_vocab"}, base="facts", baselines=("accuracy",)),
     # plain next-token loss on windows of a neutral text (specificity; b_id = the next token)
     TaskSpec("neutral", "circuitloc.tasks.induction", ("loss",), False, ("b_id",), align=("length",),
              in_workflow=False),
-)
+) for s in ((t, shared_spec(t)) if t.shared else (t,)))
 _TASKS: dict[str, TaskSpec] = {t.name: t for t in BUILTIN}
 NEUTRAL = "neutral"  # the specificity control's task
 # modules outside circuitloc that define tasks or kinds (config `task_modules:`); the Snakefile sets it for jobs
 TASK_MODULES_ENV = "CIRCUITLOC_TASK_MODULES"
-
-
-def shared_spec(spec: TaskSpec) -> TaskSpec:
-    """The spec of `spec`'s family-shared condition: the same task (module, metrics, columns) under
-    the condition's name, built from the task's datasets rather than from resource files."""
-    return replace(spec, name=spec.shared, shared=None, base=spec.name, inputs=None)
 
 
 def register(spec: TaskSpec) -> TaskSpec:
