@@ -18,7 +18,7 @@ def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
     count = int(str(h80).lstrip("> "))
     return {"model": model, "family": family, "attention": attention, "top_head_pct": top_pct,
             "heads_to_80": count, "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units,
-            "n_units": n_units, "effective_units": eff}
+            "n_units": n_units, "effective_units": eff, "curve_area": 0.5, "task_behaviour": True, "damage_ok": True}
 
 
 @pytest.mark.parametrize("mha, gqa, verdict", [
@@ -91,9 +91,6 @@ def test_robustness_layer_rows_need_both_models_and_no_task_behaviour_enters_no_
     assert rows[("induction", "zero", "layer")]["verdict"].startswith("GQA more concentrated: yes")
     assert rows[("facts", "zero", "query")]["verdict"] == "n/a: no task behaviour on one side"
     assert rows[("facts", "zero", "query")]["no_task_behaviour"] == "toy_mha"
-    # a stored Table 1 without the task_behaviour column: IOI's baseline LD decides
-    old = robustness({("ioi", "zero-query"): q.with_columns(baseline_ld=pl.Series([2.0, -1.0]))}).row(0, named=True)
-    assert old["verdict"].startswith("n/a: no task behaviour") and old["no_task_behaviour"] == "toy_gqa"
 
 
 def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():

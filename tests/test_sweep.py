@@ -93,7 +93,8 @@ def _planted(effect, seeds=5, fail=()):
             name = f"m_kv{kv}_s{s}"
             top = 30 + effect * np.log2(8 / kv) + rng.normal(0, 2) + s  # seed effect, shared across kv
             h80 = max(1, 6 - int(effect > 0) * int(np.log2(8 / kv)))
-            rows.append({"model": name, "top_head_pct": top, "curve_prompts": "heldout", "top_head_pct_heldout": top,
+            rows.append({"model": name, "task_behaviour": True, "top_head_pct": top, "curve_prompts": "heldout",
+                         "top_head_pct_heldout": top,
                          "heads_to_80": h80, "heads_to_80_bounded": False,
                          "heads_to_80_frac": h80 / 16,
                          "n_units": 16, "effective_units": 4.0, "top_share": 0.3})
@@ -138,7 +139,9 @@ def _rows(spec, n_units=16):
         name = f"m_kv{kv}_s{seed}"
         bounded = str(h80).startswith(">")  # '> K': Table 1 stores K, bounded
         count = int(str(h80).lstrip("> "))
-        rows.append({"model": name, "baseline_ld": ld, "top_head_pct": top, "curve_prompts": "heldout",
+        # task_behaviour as Table 1 decides it for IOI: a logit difference above its floor of 0
+        rows.append({"model": name, "baseline_ld": ld, "task_behaviour": ld > 0, "top_head_pct": top,
+                     "curve_prompts": "heldout",
                      "top_head_pct_heldout": top, "heads_to_80": count,
                      "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units, "n_units": n_units, "effective_units": 4.0, "top_share": 0.3})
         meta[name] = {"size": "small", "kv_heads": kv, "seed": seed}

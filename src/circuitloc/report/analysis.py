@@ -101,7 +101,7 @@ def _side(df: pl.DataFrame) -> dict:
             "top_head_prompts": "/".join(sorted({p for _, p in tops})),
             name: _nanmean(df[name]), f"{name}_bounded": bounded,
             f"{name}_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
-            "curve_area": _nanmean(df["curve_area"]) if "curve_area" in df.columns else float("nan"),
+            "curve_area": _nanmean(df["curve_area"]),
             "effective_units": _nanmean(df["effective_units"])}
 
 
@@ -144,23 +144,15 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     return out
 
 
-def behaves(t1: pl.DataFrame, task: str) -> np.ndarray:
+def behaves(t1: pl.DataFrame, task: str | None = None) -> np.ndarray:
     """Per Table 1 row (a bool array): does the model show task behaviour (clean metric better than
-    the task-gone floor)? From the `task_behaviour` column (empty: unknown, counted as yes); for a
-    table without it, baseline > 0 where the floor is 0 (LD, facts accuracy and margin), else assumed."""
-    if "task_behaviour" in t1.columns:
-        v = t1["task_behaviour"]
-        if v.dtype.is_float():
-            v = v.fill_nan(None)
-        text = v.cast(pl.String).str.to_lowercase()
-        return (v.is_null() | text.is_in(["true", "1", "1.0"])).to_numpy().astype(bool)
-    spec = vocab.task(task)
-    first = next((c.removeprefix("baseline_") for c in t1.columns if c.startswith("baseline_")), None)
-    metric = spec.metric(first if first in spec.metrics else None)  # the metric it ranks on
-    col = f"baseline_{metric}"
-    if spec.higher_is_better and spec.floor(metric) == vocab.FLOOR_ZERO and col in t1.columns:
-        return t1[col].cast(pl.Float64).to_numpy() > 0
-    return np.ones(len(t1), bool)
+    the task-gone floor)? From the `task_behaviour` column (empty: unknown, counted as yes), which
+    Table 1 decided with the task's own floor; `task` is not needed for it."""
+    v = t1["task_behaviour"]
+    if v.dtype.is_float():
+        v = v.fill_nan(None)
+    text = v.cast(pl.String).str.to_lowercase()
+    return (v.is_null() | text.is_in(["true", "1", "1.0"])).to_numpy().astype(bool)
 
 
 def robustness(table1s: dict) -> pl.DataFrame:
@@ -179,9 +171,8 @@ def robustness(table1s: dict) -> pl.DataFrame:
         if unit == vocab.KV and query is not None:  # an MHA model's kv group is its query head: same scores
             extra = query.filter((pl.col("attention") == "mha") & ~pl.col("model").is_in(t["model"].to_list()))
             t = pl.concat([t, extra], how="diagonal_relaxed")
-        refused = t["damage_ok"].cast(pl.String).str.to_lowercase().is_in(["false", "0"]).fill_null(False) \
-            if "damage_ok" in t.columns else pl.repeat(False, len(t), eager=True)
-        t = t.with_columns(_ok=pl.Series(behaves(t, task)) & ~refused, _refused=refused)
+        refused = t["damage_ok"].cast(pl.String).str.to_lowercase().is_in(["false", "0"]).fill_null(False)
+        t = t.with_columns(_ok=pl.Series(behaves(t)) & ~refused, _refused=refused)
         families = sorted(set(t["family"].to_list()))
         both = [f for f in families if {"mha", "gqa"} <= set(t.filter(pl.col("family") == f)["attention"])]
         groups = [(f"within {f}", t.filter(pl.col("family") == f)) for f in both] or [("across families", t)]
