@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import random
 import tarfile
 import zipfile
 from pathlib import Path
@@ -167,6 +168,60 @@ def test_convert_missing_file_is_an_error(tmp_path):
     with pytest.raises(ModelSourceError, match="missing.gguf"):
         gguf.convert_gguf(tmp_path / "missing.gguf", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def _truncated_gguf(path: Path, keep: float) -> Path:
+    """A small but well-formed GGUF (a header, a few keys, one tensor) written by the gguf package,
+    cut to `keep` of its bytes."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    whole = path.with_suffix(".whole")
+    w = GGUFWriter(str(whole), "llama")
+    w.add_block_count(1)
+    w.add_context_length(16)
+    w.add_embedding_length(8)
+    w.add_tensor("token_embd.weight", np.zeros((16, 8), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    raw = whole.read_bytes()
+    path.write_bytes(raw[: int(len(raw) * keep)])
+    whole.unlink()
+    return path
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: p.write_bytes(random.Random(0).randbytes(4096)),  # not a GGUF at all
+    lambda p: p.write_bytes(b""),  # empty
+    lambda p: _truncated_gguf(p, 0.1),  # cut inside the header's keys
+    lambda p: _truncated_gguf(p, 0.5),  # cut inside the tensor data
+], ids=["random", "empty", "cut-in-header", "cut-in-tensors"])
+def test_a_malformed_gguf_is_one_line_naming_the_file(tmp_path, make):
+    path = tmp_path / "m.gguf"
+    make(path)
+    with pytest.raises(ModelSourceError) as e:
+        gguf.convert_gguf(path, tmp_path / "out")
+    msg = str(e.value)
+    assert f"GGUF {path}:" in msg and "\n" not in msg, msg
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_reader_error_of_several_lines_is_reported_in_one(tmp_path, monkeypatch):
+    """transformers' or the gguf reader's message may span lines; the error keeps its first."""
+    import transformers
+
+    def fail(*args, **kwargs):
+        raise ValueError("\n  tensor blk.0.attn_q.weight: expected 64 bytes\n  found 12\n")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fail)
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE)
+    with pytest.raises(ModelSourceError) as e:
+        gguf.convert_gguf(path, tmp_path / "out")
+    msg = str(e.value)
+    assert "\n" not in msg and f"GGUF {path}: ValueError: tensor blk.0.attn_q.weight: expected 64 bytes" in msg, msg
 
 
 # -- real pip on a local --find-links directory ---------------------------------------------------------------

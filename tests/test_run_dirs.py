@@ -131,6 +131,28 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
 
 
 @pytest.mark.workflow
+def test_a_model_rebuilt_with_identical_weights_reruns_nothing_downstream(tiny_run, tmp_path):
+    """`--forcerun` of one model's card in a finished run: its model job runs again and writes the
+    same card, byte for byte, so a dry run plans nothing (Snakemake sees the rewritten card's
+    content unchanged). A card holding a build timestamp or duration would differ between the two
+    builds (they run minutes apart) and fail the first assertion; the last step shows the dry run
+    would catch it too: the card with one such key added plans the model's dependants again."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    card = run / "results" / "models" / "tiny_gqa" / "card.json"
+    before, built = card.read_bytes(), os.stat(card).st_mtime_ns
+    target = str(card.relative_to(run))
+    smk(target, "--forcerun", target, "--cores", "1", "--configfile", ".test/config.yaml", cwd=run)
+    assert os.stat(card).st_mtime_ns != built  # the model job ran again
+    assert card.read_bytes() == before
+    after = smk("-n", "--configfile", ".test/config.yaml", cwd=run)
+    assert planned_jobs(after.stdout) == [], after.stdout[-3000:]
+    card.write_text(card.read_text().replace("{", '{"build_seconds": 12.5, ', 1))
+    stamped = planned_jobs(smk("-n", "--configfile", ".test/config.yaml", cwd=run).stdout)
+    assert stamped and all(wc.get("model", "tiny_gqa") == "tiny_gqa" for _, wc in stamped), stamped
+
+
+@pytest.mark.workflow
 def test_one_checkout_holds_several_runs_with_directory(tmp_path):
     """`--directory runs/<name>`: each run keeps its results and Snakemake records in its own
     directory; the checkout's resources are found from there, and a config's own paths are read

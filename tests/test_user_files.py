@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -169,6 +170,56 @@ def test_a_write_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path, 
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stdout + out.stderr
     assert target.read_text() == "the previous version\n"
     assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temporary left beside it
+
+
+# The same limit under the writers of whole directories (atomic_dir): a toy's trained weights, a
+# stored toy checkpoint's copy, a GGUF file's conversion. Their weights go through safetensors,
+# whose full-disk error is its own SafetensorError, not an OSError.
+FULL_DISK_DIR = textwrap.dedent("""
+    import resource, signal, sys, types
+    from pathlib import Path
+    import polars as pl
+    from helpers import tiny_model, word_tokenizer
+    from circuitloc.errors import ArtifactError
+    from circuitloc.models import gguf
+    from circuitloc.models.toy import checkpoint, training
+    kind, target, stored = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    tok = word_tokenizer()
+    model = tiny_model("qwen_gqa", len(tok))
+    gguf._load_gguf = lambda path: (model, tok)  # reading a GGUF file is not what is tested here
+    run = types.SimpleNamespace(model=model, tok=tok, taught=pl.DataFrame(
+        schema={c: pl.String for c in ("subject", "relation", "domain", "answer", "natural")}))
+    spec = {"checkpoint": str(stored), "acceptance": {"enforce": False},
+            "eval": {"n_ioi": 20, "n_induction": 20, "prefix_len": [4, 8], "suffix_len": [10, 16]}}
+    write = {"toy": lambda: training._save(run, target, {}, []),
+             "checkpoint": lambda: checkpoint.from_checkpoint(spec, target, log=lambda *a: None),
+             "gguf": lambda: gguf.convert_gguf(stored / "model.safetensors", target)}[kind]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+    try:
+        write()
+    except ArtifactError as e:
+        print("ArtifactError:", e)
+    else:
+        print("no error")
+""")
+
+
+@pytest.mark.parametrize("kind", ["toy", "checkpoint", "gguf"])
+def test_a_weights_directory_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path, kind):
+    target = tmp_path / "weights"
+    target.mkdir()
+    (target / "previous.txt").write_text("the previous version\n")  # kept whole, never half-replaced
+    stored = Path(__file__).resolve().parents[1] / ".test" / "models" / "tiny_gqa"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_DIR, kind, str(target), str(stored)], capture_output=True,
+                         text=True, check=False, env=env, timeout=300)
+    lines = [ln for ln in out.stdout.strip().splitlines() if ln.strip()]
+    assert lines and lines[-1].startswith(f"ArtifactError: {target}: cannot write (") \
+        and "File too large" in lines[-1], out.stdout + out.stderr
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stdout + out.stderr
+    assert [p.name for p in target.iterdir()] == ["previous.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["weights"]  # no temporary directory left beside it
 
 
 def test_ioi_resource_and_neutral_text_that_are_not_text_are_named(tmp_path):

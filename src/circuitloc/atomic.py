@@ -67,18 +67,24 @@ def _drop_stale(path: Path, suffix: str) -> None:
             old.unlink(missing_ok=True)
 
 
+# Writers in native code report an I/O failure as their own exception type, not as an OSError:
+# polars' write_parquet a ComputeError, safetensors' save (a model's weights) a SafetensorError.
+_NATIVE_WRITERS = ("polars", "safetensors", "tokenizers")
+_IO_ERROR = re.compile(r"\b(?:io|i/o|os) error\b", re.IGNORECASE)
+
+
 @contextlib.contextmanager
 def writing(path):
     """A write that fails for want of disk space, quota or permission is one ArtifactError naming
-    the target (atomic_path has already removed its temporary, so nothing partial is left), not a
-    traceback. polars reports an I/O failure of write_parquet as a ComputeError, not an OSError."""
+    the target, a file or a directory (atomic_path and atomic_dir have already removed their
+    temporaries, so nothing partial is left), not a traceback."""
     try:
         yield
     except OSError as e:
         raise ArtifactError(_unwritable(path, e.strerror or str(e).splitlines()[0])) from e
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        if type(e).__module__.startswith("polars") and re.search(r"\b(io|os) error\b", first, re.IGNORECASE):
+        if type(e).__module__.split(".")[0] in _NATIVE_WRITERS and _IO_ERROR.search(first):
             raise ArtifactError(_unwritable(path, first)) from e
         raise
 

