@@ -54,3 +54,19 @@ def test_a_card_without_its_keys_names_the_file_and_key(tmp_path):
     with pytest.raises(ArtifactError, match=r"card.json: model card has no 'checks'"):
         card["checks"]
     assert card.get("checks") is None
+
+
+def test_the_rebuild_hint_names_the_run_directory_where_the_run_used_one(tmp_path, monkeypatch):
+    """A job runs in the run's directory: the checkout (its Snakefile there) gives the plain command;
+    a run started with `--directory runs/a` needs that flag again for the relative path to mean the
+    same file."""
+    checkout, run = tmp_path / "checkout", tmp_path / "checkout" / "runs" / "my run"
+    run.mkdir(parents=True)
+    (checkout / "Snakefile").write_text("")
+    monkeypatch.chdir(checkout)
+    plain = io.rebuild_hint("results/data/ioi/m.parquet")
+    assert plain == ("rebuild it and what depends on it: snakemake --cores all --forcerun "
+                     "results/data/ioi/m.parquet (with the run's --configfile)")
+    monkeypatch.chdir(run)
+    assert io.rebuild_hint("results/data/ioi/m.parquet") == plain.replace(
+        "--forcerun", f"--directory '{run}' --forcerun")

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -118,8 +119,12 @@ def read_json(path):
 def rebuild_hint(path) -> str:
     """The command that rebuilds an artifact of this run and exactly what depends on it. A deleted or
     rewritten intermediate is not enough: Snakemake plans nothing for a missing file whose
-    consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one."""
-    return f"rebuild it and what depends on it: snakemake --cores all --forcerun {path} (with the run's --configfile)"
+    consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one. A job
+    runs in the run's directory; one without a Snakefile was started with `--directory`, which the
+    command then needs too (the artifact's path is relative to it)."""
+    where = "" if Path("Snakefile").is_file() else f" --directory {shlex.quote(os.getcwd())}"
+    return (f"rebuild it and what depends on it: snakemake --cores all{where} --forcerun {path} "
+            "(with the run's --configfile)")
 
 
 def write_text(text: str, path) -> None:
