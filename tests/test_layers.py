@@ -25,10 +25,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "circuitloc"
-PLAN_HEAVY = {"torch", "polars", "numpy", "matplotlib", "scipy", "seaborn", "pandas", "pyarrow", "transformers",
-              "transformer_lens", "tokenizers", "safetensors", "gguf", "tabulate"}
 # Imported inside a function, on purpose: optional or heavy at the point of use (a table job never
-# loads torch; the plan never loads the hub client unless a hub name must be resolved).
+# loads matplotlib unless it draws; a dataset job loads the hub client only to download).
 LAZY = {"torch", "transformers", "transformer_lens", "huggingface_hub", "tokenizers", "matplotlib", "seaborn",
         "scipy", "gguf", "safetensors"}
 # a wing's exclusions from LAZY: the plan imports none of them, a table or figure job no model stack
