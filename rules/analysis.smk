@@ -1,15 +1,17 @@
 rule specificity:
     input:
         card="results/models/{model}/card.json",
-        data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in TASKS],
-        scores=lambda wc: [f"results/scores/{t}/{wc.model}/{wc.ablation}.parquet" for t in TASKS],
+        data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
+        scores=lambda wc: [
+            f"results/scores/{t}/{wc.model}/{wc.ablation}.parquet" for t in views.model_tasks(config, wc.model)
+        ],
         neutral=inputs.neutral_text(config, ROOT),
     output:
         "results/specificity/{model}/{ablation}.parquet",
     params:
-        tasks=TASKS,
+        tasks=lambda wc: views.model_tasks(config, wc.model),
         opts=lambda wc: views.ablation_opts(config, wc.model),
-        metrics=lambda wc: {t: views.task_metric(config, t) for t in TASKS},
+        metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
         bootstrap=views.bootstrap_opts(config),
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],

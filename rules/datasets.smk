@@ -38,7 +38,7 @@ rule dataset_shared:
     wildcard_constraints:
         task=views.one_of(views.shared_tasks(config)),
     params:
-        members=lambda wc: views.family_members(config, wc.model),
+        members=lambda wc: views.family_members(config, wc.model, wc.task),
         n_score=lambda wc: views.task_config(config, wc.task, wc.model)["n_score"],
         seed=config["seed"],
         code=code_version("build_shared_dataset.py"),

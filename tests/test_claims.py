@@ -5,6 +5,7 @@ import polars as pl
 import pytest
 
 from circuitloc.report import claims as C
+from circuitloc.report import claims_pairing as P
 
 
 def card(name, attention, family, n_params=10**8, source="gguf", n_layers=12):
@@ -104,3 +105,66 @@ def test_one_row_per_claim_and_the_paper_form():
     assert df.height == len(C.CLAIMS) and df["claim_id"].n_unique() == df.height
     assert set(df["verdict"]) == {C.UNTESTABLE}
     assert C.pct(56.2, 44.4, 77.0) == "56% [44, 77]" and C.pct(float("nan")) == ""
+
+
+# the six models of config/paper.yaml: Pythia (MHA) and Qwen2.5 (GQA) are two families, so the
+# MHA-versus-GQA claims pair them by parameter count (the cards' n_params, Table 1's params)
+PAPER = {**{m: card(m, "mha", "pythia", n, source="hf")
+            for m, n in (("pythia_160m", 162 * 10**6), ("pythia_1.4b", 1414 * 10**6), ("pythia_6.9b", 6857 * 10**6))},
+         **{m: card(m, "gqa", "qwen2.5", n, source="hf")
+            for m, n in (("qwen2.5_0.5b", 494 * 10**6), ("qwen2.5_1.5b", 1544 * 10**6), ("qwen2.5_7b", 7616 * 10**6))}}
+
+
+def test_pretrained_models_pair_across_families_by_scale_within_twice():
+    pairs, notes = P.scale_pairs(PAPER)
+    assert [(p.mha, p.gqa) for p in pairs] == [("pythia_1.4b", "qwen2.5_1.5b"), ("pythia_6.9b", "qwen2.5_7b")]
+    # Pythia-160M's nearest GQA model is 3x its size: not matched scale, and the reason says so
+    assert len(notes) == 1 and "pythia_160m" in notes[0] and "qwen2.5_0.5b" in notes[0] and "3.05x" in notes[0]
+
+
+def test_toys_pair_only_within_their_family():
+    cards = {**PAPER, "toy_mha": card("toy_mha", "mha", "toy", 10**8, source="toy"),
+             "toy_gqa": card("toy_gqa", "gqa", "toy", 10**8, source="toy"),
+             "other_gqa": card("other_gqa", "gqa", "other_toy", 10**8, source="toy")}
+    pairs, rule = C.Run({}, cards).matched_pairs()
+    assert [(p.mha, p.gqa) for p in pairs] == [("toy_mha", "toy_gqa"), ("pythia_1.4b", "qwen2.5_1.5b"),
+                                               ("pythia_6.9b", "qwen2.5_7b")]
+    assert f"within {P.MATCH_FACTOR:g}x" in rule and "pythia_160m unmatched" in rule
+
+
+@pytest.mark.parametrize("gqa_pct, expect", [(60.0, C.HOLDS), (15.0, C.FAILS)])
+def test_ratio_claim_on_the_papers_six_models(gqa_pct, expect):
+    mha = {"pythia_160m": 30.0, "pythia_1.4b": 10.0, "pythia_6.9b": 12.0}
+    rows = [{"model": m, "top_head_pct_heldout": v} for m, v in mha.items()]
+    rows += [{"model": m, "top_head_pct_heldout": gqa_pct} for m in PAPER if m.startswith("qwen")]
+    row = C.top_head_ratio(C.Run({C.IOI_T1: t1(rows)}, PAPER))
+    assert row["verdict"] == expect
+    assert row["models"] == "pythia_1.4b, qwen2.5_1.5b, pythia_6.9b, qwen2.5_7b"
+    assert f"{gqa_pct / 10:.2f}x" in row["measured"] and f"{gqa_pct / 12:.2f}x" in row["measured"]
+    assert row["interval"].count("[") == 2 and "within 2x" in row["reason"] and "pythia_160m" in row["reason"]
+
+
+@pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, C.HOLDS), (True, True, C.FAILS),
+                                                        (False, False, C.FAILS)])
+def test_same_head_claim_on_the_papers_six_models(same_mha, same_gqa, expect):
+    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query",
+                        "same_top": same_gqa if c["attention"] == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
+                       for m, c in PAPER.items()])
+    row = C.same_head_easy_hard(C.Run({C.IOI_STAB: st}, PAPER))
+    assert row["verdict"] == expect and "pythia_160m" not in row["models"].split(", ")
+
+
+def test_one_unit_claim_names_the_models_it_judges():
+    table = t1([{"model": m, "heads_to_80_greedy": 1.0} for m in PAPER if m != "qwen2.5_7b"])
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, PAPER))
+    assert row["verdict"] == C.HOLDS and row["models"] == "qwen2.5_0.5b, qwen2.5_1.5b"
+    assert "every pretrained GQA model of this run" in row["claim"] and "Qwen2.5" in row["claim"]
+    assert "left out" in row["reason"] and "qwen2.5_7b" in row["reason"]
+    assert row["interval"] == "" and "no interval" in row["reason"]
+
+
+def test_top_head_necessary_interval_where_the_table_holds_one():
+    t2 = pl.DataFrame([{"model": m, "drop_pct": 95.0, "sign_flip": False, "damage_ok": True} for m in GQA2])
+    table = t1([{"model": "q05"}, {"model": "q15", "top_head_pct_heldout_lo": None, "top_head_pct_heldout_hi": None}])
+    row = C.top_head_necessary(C.Run({C.IOI_T1: table, C.IOI_T2: t2}, GQA2))
+    assert row["interval"] == "q05: [40, 60]" and "none for q15" in row["reason"]

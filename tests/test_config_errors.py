@@ -82,6 +82,36 @@ def test_a_one_task_config_plans_only_that_tasks_jobs(tmp_path):
     assert "dataset_shared" not in rules
 
 
+def test_a_model_may_leave_a_task_out_and_the_others_still_run_it(tmp_path):
+    cfg = tmp_path / "gqa_no_induction.yaml"
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["models"]["tiny_gqa"]["tasks"] = {"induction": None}
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    induction = {wc["model"] for _, wc in jobs if wc.get("task") == "induction" and "model" in wc}
+    assert induction == {"tiny_mha"}
+    ioi = {wc["model"] for _, wc in jobs if wc.get("task") == "ioi" and "model" in wc}
+    assert ioi == {"tiny_mha", "tiny_gqa"}
+    rules = {rule.split("__")[0] for rule, wc in jobs if wc.get("task") == "induction"}
+    assert {"dataset", "scores", "curves", "tables", "stability"} <= rules
+
+
+def test_a_models_tasks_name_known_tasks_and_leave_one_at_least():
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models["tiny_gqa"]["tasks"] = {"iio": None}
+    assert _error({"models": models}).startswith(
+        "config: models.tiny_gqa.tasks.iio: unknown task 'iio': expected one of ioi, induction, facts")
+    models["tiny_gqa"]["tasks"] = {"facts_shared": None}
+    assert _error({"models": models}) == \
+        "config: models.tiny_gqa.tasks.facts_shared: not a task of its own (its settings are models.tiny_gqa.tasks.facts)"
+    models["tiny_gqa"]["tasks"] = {"ioi": None, "induction": None, "facts": None}
+    assert _error({"models": models}) == ("config: models.tiny_gqa.tasks: leaves out every task of the run (ioi, "
+                                          "induction, facts): remove the model instead")
+    # a model's null for a task the run leaves out anyway changes nothing
+    models["tiny_gqa"]["tasks"] = {"facts": None}
+    assert views.model_tasks(_resolve({"models": models, "tasks": {"facts": None}}), "tiny_gqa") == ["ioi", "induction"]
+
+
 def test_a_device_the_jobs_torch_lacks_stops_the_job_with_one_line(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -32,7 +32,15 @@ def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_f
     assert os.environ[vocab.TASK_MODULES_ENV] == ""
 
 
-@pytest.mark.parametrize("layer", [{}, {"tasks": {"induction": None, "facts": None}}, {"group_ablations": False}])
+def _leaving_out(model, *left_out) -> dict:
+    """The .test models, with `model` leaving out these tasks (models.<model>.tasks.<task>: null)."""
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models[model]["tasks"] = dict.fromkeys(left_out)
+    return models
+
+
+@pytest.mark.parametrize("layer", [{}, {"tasks": {"induction": None, "facts": None}}, {"group_ablations": False},
+                                   {"models": _leaving_out("tiny_gqa", "induction")}])
 def test_a_resolved_config_resolves_to_itself_as_a_layer(layer, tmp_path):
     """What the report's `snakemake --report` reads (plan.report writes it as a config file): the
     run's config, as a layer on the default, plans the same run (a task the run left out stays out)."""
@@ -75,6 +83,25 @@ def test_a_family_shared_task_leaves_out_families_of_one():
     assert views.shared_task(alone, "facts") is None and shared not in views.dataset_tasks(alone)
     off = _config(tasks={"facts": {"shared": False}})
     assert views.shared_task(off, "facts") is None
+
+
+def test_a_model_may_leave_a_task_out_of_its_own_runs():
+    cfg = _config(models=_leaving_out("tiny_gqa", "induction"))
+    assert views.model_tasks(cfg, "tiny_gqa") == ["ioi", "facts"] and views.tasks(cfg) == ["ioi", "induction", "facts"]
+    assert views.models_for(cfg, "induction") == ["tiny_mha"] and views.models_for(cfg, "ioi") == ["tiny_mha", "tiny_gqa"]
+    assert [e["model"] for e in targets.stability_entries(cfg, "induction")] == ["tiny_mha"] * 2
+    made = targets.all_outputs(cfg)
+    assert "results/tables/table1_induction_zero-query.csv" in made  # tiny_mha still runs it
+    assert "results/tables/table1_induction_mean-kv.csv" not in made  # only tiny_gqa has mean-kv
+    # a family-shared condition is made of the members scored on its base task: a family of one left
+    shared = vocab.task("facts").shared
+    off = _config(models=_leaving_out("tiny_gqa", "facts"))
+    assert views.family_members(off, "tiny_mha", "facts") == ["tiny_mha"] and views.models_for(off, shared) == []
+    assert shared not in views.dataset_tasks(off) and views.models_for(off, "facts") == ["tiny_mha"]
+    # a task that every model leaves out makes no table, figure or stability job
+    both = _config(models={m: {**spec, "tasks": {"induction": None}}
+                           for m, spec in _leaving_out("tiny_gqa").items()})
+    assert not [f for f in targets.all_outputs(both) if "induction" in f]
 
 
 def test_a_models_own_blocks_override_only_what_they_name():

@@ -14,27 +14,53 @@ def selected_tasks(tasks: dict) -> dict:
     return {name: block for name, block in tasks.items() if block is not None}
 
 
-def check_task_names(tasks: dict) -> None:
-    """Every key under `tasks:` is a task of the workflow (built in, or of a module named in
-    task_modules), checked before the schema so that a misspelt task is not reported as a block
-    lacking its required keys."""
+def check_task_names(tasks: dict, where: str = "tasks") -> None:
+    """Every key under `tasks:` (or a model's `where` = models.<m>.tasks) is a task of the workflow
+    (built in, or of a module named in task_modules), checked before the schema so that a misspelt
+    task is not reported as a block lacking its required keys, or as an unknown key."""
     for name in tasks:
         try:
             spec = vocab.task(name)
         except ValueError:
-            raise ConfigError(f"config: tasks.{name}: unknown task {name!r}: expected one of "
+            raise ConfigError(f"config: {where}.{name}: unknown task {name!r}: expected one of "
                               f"{', '.join(vocab.own_tasks())} (a task of your own: its module in "
                               f"task_modules)") from None
         if not spec.in_workflow or spec.base:
-            raise ConfigError(f"config: tasks.{name}: not a task of its own (its settings are "
-                              f"tasks.{spec.base or name})" if spec.base else
-                              f"config: tasks.{name}: a helper task, not one the workflow scores")
+            raise ConfigError(f"config: {where}.{name}: not a task of its own (its settings are "
+                              f"{where}.{spec.base or name})" if spec.base else
+                              f"config: {where}.{name}: a helper task, not one the workflow scores")
+
+
+def take_left_out(models) -> dict:
+    """Take every `models.<m>.tasks.<task>: null` (the model leaves that task out) out of the models
+    before the schema sees them, which knows a task's block only as a mapping, after checking each
+    name a model's `tasks:` gives: model -> [tasks it leaves out]. `put_back_left_out` restores them
+    once the config is validated."""
+    out = {}
+    for model, spec in (models or {}).items() if isinstance(models, dict) else ():
+        own = spec.get("tasks") if isinstance(spec, dict) else None
+        if isinstance(own, dict):
+            check_task_names(own, f"models.{model}.tasks")
+            if gone := [t for t, block in own.items() if block is None]:
+                out[model] = gone
+                spec["tasks"] = {t: block for t, block in own.items() if block is not None}
+    return out
+
+
+def put_back_left_out(config: dict, left_out: dict) -> None:
+    """The nulls `take_left_out` took, back in their models' `tasks:` (plan.views.runs reads them);
+    a model that leaves out every task the run has is an error (drop it from models: instead)."""
+    for model, gone in left_out.items():
+        config["models"][model].setdefault("tasks", {}).update(dict.fromkeys(gone))
+        if set(config["tasks"]) <= set(gone):
+            raise ConfigError(f"config: models.{model}.tasks: leaves out every task of the run "
+                              f"({', '.join(config['tasks'])}): remove the model instead")
 
 
 def _size_keys(config: dict, task: str, model: str):
     """(n_score, n, the dotted key each comes from) of a task for a model (its override, else the
     run-wide value); n is None for a task whose size the data decide (facts: the known facts)."""
-    own = config["models"][model].get("tasks", {}).get(task, {})
+    own = config["models"][model].get("tasks", {}).get(task) or {}
     run_wide = config["tasks"][task]
 
     def pick(key):
@@ -51,6 +77,8 @@ def check_sizes(config: dict) -> None:
     heldout (the paper's `all` scores and draws curves on the same prompts)."""
     for task in config["tasks"]:
         for model in config["models"]:
+            if (config["models"][model].get("tasks") or {}).get(task, {}) is None:
+                continue  # the model leaves the task out
             (n_score, score_key), (n, n_key) = _size_keys(config, task, model)
             if n is None or n_score is None:
                 continue

@@ -33,6 +33,19 @@ def tasks(config) -> list[str]:
     return vocab.workflow_tasks(config["tasks"])
 
 
+def runs(config, model, task) -> bool:
+    """Whether `model` is scored on `task` (a family-shared task: on its base): every model is,
+    unless its own block leaves the task out with `models.<model>.tasks.<task>: null`."""
+    own = model_spec(config, model).get("tasks") or {}
+    base = vocab.base_task(task).name
+    return not (base in own and own[base] is None)
+
+
+def model_tasks(config, model) -> list[str]:
+    """The run's tasks this model is scored on, in the run's order."""
+    return [t for t in tasks(config) if runs(config, model, t)]
+
+
 def card(model) -> str:
     return f"results/models/{model}/card.json"
 
@@ -70,17 +83,22 @@ def bootstrap_opts(config) -> dict:
 
 
 # ---- families and shared conditions --------------------------------------------------------------
-def family_members(config, model) -> list[str]:
+def family_members(config, model, task=None) -> list[str]:
+    """The models of `model`'s family, in the config's order; with a task: those scored on it (a
+    family-shared condition is made of them alone)."""
     fam = model_spec(config, model).get("family", model)
-    return [m for m in models(config) if model_spec(config, m).get("family", m) == fam]
+    return [m for m in models(config) if model_spec(config, m).get("family", m) == fam
+            and (task is None or runs(config, m, task))]
 
 
 def models_for(config, task, ablation=None) -> list[str]:
-    """The models scored on `task`. A family-shared task is only a new condition for families of two
-    or more models; for a family of one it would repeat the per-model run exactly, so those models
-    are left out of it. With an ablation: only the models scored under it."""
+    """The models scored on `task` (not those that leave it out: `runs`). A family-shared task is
+    only a new condition for families of two or more such models; for a family of one it would
+    repeat the per-model run exactly, so those models are left out of it. With an ablation: only
+    the models scored under it."""
     shared = vocab.task(task).base is not None
-    out = [m for m in models(config) if not shared or len(family_members(config, m)) > 1]
+    out = [m for m in models(config) if runs(config, m, task)
+           and (not shared or len(family_members(config, m, task)) > 1)]
     return [m for m in out if ablation is None or ablation in model_ablations(config, m)]
 
 
@@ -95,9 +113,9 @@ def shared_task(config, task) -> str | None:
 
 def shared_members(config, task, model) -> list[str]:
     """The datasets a family-shared condition's dataset of `model` is made from: its base task's
-    dataset of every model of the family, in the config's model order."""
+    dataset of every model of the family scored on it, in the config's model order."""
     base = vocab.base_task(task).name
-    return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model)]
+    return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model, task)]
 
 
 def shared_tasks(config) -> list[str]:
@@ -132,7 +150,7 @@ def task_config(config, task, model) -> dict:
     """The task's global settings with the model's own overrides on top (a shared task: its base's)."""
     base = vocab.base_task(task).name
     cfg = copy.deepcopy(config["tasks"][base])
-    cfg.update(model_spec(config, model).get("tasks", {}).get(base, {}))
+    cfg.update((model_spec(config, model).get("tasks") or {}).get(base) or {})
     return cfg
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import vocab
-from circuitloc.plan.checks import check_sizes, check_task_names, selected_tasks
+from circuitloc.plan.checks import check_sizes, check_task_names, put_back_left_out, selected_tasks, take_left_out
 from circuitloc.plan.configload import (
     check_unknown_keys,
     effective_config,
@@ -62,16 +62,20 @@ def register_task_modules(names) -> None:
 
 def resolve(cfg: dict, root) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
-    filled in, the tasks a layer removed (`tasks.<name>: null`) left out, the sweep's toys among its
+    filled in, the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
+    (`models.<m>.tasks.<name>: null`) kept as nulls for plan.views, the sweep's toys among its
     models and the task modules it names registered."""
     schema = load_schema(Path(root) / SCHEMA)
     if isinstance(cfg.get("tasks"), dict):
         cfg["tasks"] = selected_tasks(cfg["tasks"])
-    check_unknown_keys(cfg, schema)
+    # before the unknown-key walk: a misspelt task under a model is an unknown task, not a key
     register_task_modules(cfg.get("task_modules", []))
+    left_out = take_left_out(cfg.get("models"))
+    check_unknown_keys(cfg, schema)
     if isinstance(cfg.get("tasks"), dict):
         check_task_names(cfg["tasks"])
     validate(cfg, schema)
+    put_back_left_out(cfg, left_out)
     cfg["models"] = with_sweep(cfg.get("models"), cfg.get("sweep"))
     # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
     # naming models.<name>.hf, not the model job's later

@@ -4,8 +4,9 @@
 tables and model cards, never written by hand.
 
 Claims about pretrained model families apply to the run's pretrained models (source other than
-`toy`); the MHA-versus-GQA comparisons apply to families that hold both attention types (the toy
-pair is one: same data, recipe and seed, only the number of key/value heads differs)."""
+`toy`) of the attention type the paper names, and say so beside the paper's own models; the
+MHA-versus-GQA comparisons pair models as claims_pairing says (pretrained across families by
+parameter count, toys within their family)."""
 
 from __future__ import annotations
 
@@ -15,36 +16,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from circuitloc.plan.targets import CLAIM_TABLES
+from circuitloc.report.claims_pairing import Run
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
 TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
 CONTROL_HARMLESS = 5.0  # "no damage": random units' mean drop below 5% of the clean metric
-
-
-@dataclass(frozen=True)
-class Run:
-    """What the claims read: tables by name (polars frames; a missing one is None) and the cards."""
-    tables: dict
-    cards: dict
-
-    def table(self, name: str) -> pl.DataFrame | None:
-        return self.tables.get(name)
-
-    def pretrained(self, attention: str) -> list[str]:
-        return [m for m, c in self.cards.items() if c.get("source") != "toy" and c.get("attention") == attention]
-
-    def mixed_families(self) -> dict[str, tuple[str, str]]:
-        """family -> (MHA model, GQA model) for families with both attention types (the first of each)."""
-        out = {}
-        for fam in dict.fromkeys(c.get("family", m) for m, c in self.cards.items()):
-            members = [m for m, c in self.cards.items() if c.get("family", m) == fam]
-            mha = [m for m in members if self.cards[m].get("attention") == "mha"]
-            gqa = [m for m in members if self.cards[m].get("attention") == "gqa"]
-            if mha and gqa:
-                out[fam] = (mha[0], gqa[0])
-        return out
+COUNT_NO_INTERVAL = "no interval: heads-to-80% is a count read off one greedy curve, which the tables do not bootstrap"
 
 
 def _row(df: pl.DataFrame | None, model: str) -> dict | None:
@@ -109,32 +88,41 @@ def _missing(run: Run, *names) -> str | None:
     return f"the run has no {' or '.join(gone)} (its config leaves that task or ablation out)" if gone else None
 
 
-def gqa_one_unit(run: Run) -> dict:
-    text = "Every GQA model (Qwen2.5 0.5B-7B) needs one ablation for 80% IOI damage (greedy, zero ablation of query heads)"
-    cid = "ioi_gqa_one_unit"
-    if (why := _missing(run, IOI_T1)) or not (models := run.pretrained("gqa")):
-        return _untestable(cid, text, why or "no pretrained GQA model in this run")
-    found = {m: h for m in models if (r := _row(run.table(IOI_T1), m)) and (h := _heads_to(r))}
+def _judged(run: Run, attention: str, table: str) -> tuple[dict, str]:
+    """(model -> (heads-to-80%, bounded), a note naming the models of that attention type left out)
+    over the run's pretrained models of one attention type."""
+    models = run.pretrained(attention)
+    found = {m: h for m in models if (r := _row(run.table(table), m)) and (h := _heads_to(r))}
+    gone = [m for m in models if m not in found]
+    return found, (f"; left out (no row, or the clean value not above its floor): {', '.join(gone)}" if gone else "")
+
+
+def _count_claim(run: Run, claim: Claim, attention: str, accept) -> dict:
+    """A heads-to-80% claim on every pretrained model of one attention type: `accept(count)` per model."""
+    if (why := _missing(run, IOI_T1)) or not run.pretrained(attention):
+        return _untestable(claim.cid, claim.text, why or f"no pretrained {attention.upper()} model in this run")
+    found, gone = _judged(run, attention, IOI_T1)
     if not found:
-        return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
-    ok = all(v == 1 and not b for v, b in found.values())
-    return Claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
-                  HOLDS if ok else FAILS, "heads-to-80% is 1 for every model" if ok else
-                  "at least one GQA model needs more than one unit").row()
+        return _untestable(claim.cid, claim.text, f"no {attention.upper()} model's clean IOI logit difference "
+                                                  f"lies above its floor{gone}")
+    ok = all(accept(v) and not b for v, b in found.values())
+    return Claim(claim.cid, claim.text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
+                 HOLDS if ok else FAILS, f"{claim.reason}{gone}; {COUNT_NO_INTERVAL}").row()
+
+
+def gqa_one_unit(run: Run) -> dict:
+    text = ("One ablation gives 80% IOI damage in every pretrained GQA model of this run (the paper: every "
+            "Qwen2.5, 0.5B-7B; greedy, zero ablation of query heads)")
+    return _count_claim(run, Claim("ioi_gqa_one_unit", text, reason="judged on every pretrained GQA model: "
+                                   "each must need exactly 1"), "gqa", lambda v: v == 1)
 
 
 def mha_two_to_five(run: Run) -> dict:
-    text = "MHA models (Pythia 160M-6.9B) need 2-5 heads for 80% IOI damage"
-    cid = "ioi_mha_two_to_five"
-    if (why := _missing(run, IOI_T1)) or not (models := run.pretrained("mha")):
-        return _untestable(cid, text, why or "no pretrained MHA model in this run (the toy MHA model is not one "
-                                             "of the paper's family)")
-    found = {m: h for m in models if (r := _row(run.table(IOI_T1), m)) and (h := _heads_to(r))}
-    if not found:
-        return _untestable(cid, text, "no MHA model's clean IOI logit difference lies above its floor")
-    ok = all(2 <= v <= 5 and not b for v, b in found.values())
-    return Claim(cid, text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
-                  HOLDS if ok else FAILS, "every model needs 2-5" if ok else "a model needs fewer than 2 or more than 5").row()
+    text = ("Every pretrained MHA model of this run needs 2-5 heads for 80% IOI damage (the paper: Pythia "
+            "160M-6.9B; greedy, zero ablation)")
+    return _count_claim(run, Claim("ioi_mha_two_to_five", text, reason="judged on every pretrained MHA model "
+                                   "(a toy MHA model is not one of the paper's): each must need 2-5"),
+                        "mha", lambda v: 2 <= v <= 5)
 
 
 def top_head_ratio(run: Run) -> dict:
@@ -142,12 +130,12 @@ def top_head_ratio(run: Run) -> dict:
     cid = "ioi_gqa_top_head_ratio"
     if why := _missing(run, IOI_T1):
         return _untestable(cid, text, why)
-    pairs = run.mixed_families()
+    pairs, rule = run.matched_pairs()
     if not pairs:
-        return _untestable(cid, text, "no family holds an MHA and a GQA model of matched scale")
-    t1, parts, ratios, intervals = run.table(IOI_T1), [], [], []
-    for fam, (mha, gqa) in pairs.items():
-        a, b = _row(t1, mha), _row(t1, gqa)
+        return _untestable(cid, text, f"no MHA and GQA models of matched scale ({rule})")
+    t1, parts, ratios, intervals, used = run.table(IOI_T1), [], [], [], []
+    for p in pairs:
+        a, b = _row(t1, p.mha), _row(t1, p.gqa)
         if not a or not b:
             continue
         ma, mb = _num(a.get("top_head_pct_heldout")), _num(b.get("top_head_pct_heldout"))
@@ -158,16 +146,18 @@ def top_head_ratio(run: Run) -> dict:
         ratios.append(mb / ma)
         # a conservative interval for the ratio: the extremes of the two intervals
         intervals.append((lo_b / hi_a if hi_a > 0 else math.nan, hi_b / lo_a if lo_a > 0 else math.inf))
-        parts.append(f"{fam}: {gqa} {mb:.0f}% / {mha} {ma:.0f}% = {mb / ma:.2f}x")
+        used += [p.mha, p.gqa]
+        parts.append(f"{p.label}: {p.gqa} {mb:.0f}% / {p.mha} {ma:.0f}% = {mb / ma:.2f}x")
     if not ratios:
         return _untestable(cid, text, "no matched pair has a top head score on both sides")
     inside = all(RATIO_RANGE[0] <= r <= RATIO_RANGE[1] for r in ratios)
     decisive = all(hi < RATIO_RANGE[0] or lo > RATIO_RANGE[1] or (RATIO_RANGE[0] <= lo and hi <= RATIO_RANGE[1])
                    for lo, hi in intervals)
-    return Claim(cid, text, [m for p in pairs.values() for m in p], "; ".join(parts),
-                  "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in intervals), HOLDS if inside else FAILS,
-                  ("ratio interval from the two 95% intervals' extremes" +
-                   ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate"))).row()
+    return Claim(cid, text, used, "; ".join(parts),
+                 "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in intervals), HOLDS if inside else FAILS,
+                 ("ratio interval from the two 95% intervals' extremes" +
+                  ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate")
+                  + f"; {rule}")).row()
 
 
 def _by_family(run: Run, table, attention: str, value) -> dict:
@@ -202,12 +192,13 @@ def top_layer_deepens(run: Run) -> dict:
         ok &= all(b >= a for a, b in zip(depths, depths[1:])) and depths[-1] > depths[0]
         parts.append(f"{fam}: " + " -> ".join(f"{m} {d:.2f}" for _, d, m in v))
     return Claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
-                  HOLDS if ok else FAILS, "relative depth (layer / (layers - 1)) by parameter count").row()
+                 HOLDS if ok else FAILS, "relative depth (layer / (layers - 1)) by parameter count; no interval: "
+                                         "the top head's layer is one index per model").row()
 
 
 def top_head_necessary(run: Run) -> dict:
-    text = ("Ablating the top head alone flips the IOI sign (Qwen2.5 0.5B, 1.5B) or removes at least "
-            f"{TOP_REMOVES}% of it (7B) in GQA models")
+    text = (f"Ablating the top head alone flips the IOI sign or removes at least {TOP_REMOVES}% of it in every "
+            "pretrained GQA model of this run (the paper: flips in Qwen2.5 0.5B and 1.5B, removes 89.6% in 7B)")
     cid = "ioi_gqa_top_head_necessary"
     if (why := _missing(run, IOI_T1, IOI_T2)) or not (models := run.pretrained("gqa")):
         return _untestable(cid, text, why or "no pretrained GQA model in this run")
@@ -221,12 +212,14 @@ def top_head_necessary(run: Run) -> dict:
         ok &= flip or drop >= TOP_REMOVES
         used.append(m)
         parts.append(f"{m}: {pct(drop)}{' (sign flips)' if flip else ''}")
-        ivals.append(pct(r1.get("top_head_pct_heldout"), r1.get("top_head_pct_heldout_lo"),
-                         r1.get("top_head_pct_heldout_hi")) if r1 else "")
+        lo, hi = (_num(r1.get("top_head_pct_heldout_lo")), _num(r1.get("top_head_pct_heldout_hi"))) if r1 else (0, 0)
+        ivals.append(f"{m}: [{lo:.0f}, {hi:.0f}]" if r1 and not (math.isnan(lo) or math.isnan(hi)) else None)
     if not used:
         return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
-    return Claim(cid, text, used, "; ".join(parts), "; ".join(ivals), HOLDS if ok else FAILS,
-                  "drop on held-out prompts; interval: the top unit's 95% bootstrap interval").row()
+    bare = [m for m, i in zip(used, ivals) if i is None]
+    return Claim(cid, text, used, "; ".join(parts), "; ".join(i for i in ivals if i), HOLDS if ok else FAILS,
+                 "drop on held-out prompts; interval: the top unit's 95% bootstrap interval (Table 1)"
+                 + (f"; none for {', '.join(bare)} (run without a bootstrap)" if bare else "")).row()
 
 
 def random_heads_harmless(run: Run) -> dict:
@@ -240,10 +233,11 @@ def random_heads_harmless(run: Run) -> dict:
         return _untestable(cid, text, "no model has a control draw")
     ok = all(_num(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
     return Claim(cid, text, [r["model"] for r in rows],
-                  "; ".join(f"{r['model']}: mean {_num(r['control_drop_pct_mean']):.1f}%, max "
-                            f"{_num(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
-                  HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
-                                          "logit difference over the control draws").row()
+                 "; ".join(f"{r['model']}: mean {_num(r['control_drop_pct_mean']):.1f}%, max "
+                           f"{_num(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
+                 HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
+                                         "logit difference over the control draws; no interval: the draws' mean and "
+                                         "max are the measured value").row()
 
 
 def same_head_easy_hard(run: Run) -> dict:
@@ -252,23 +246,24 @@ def same_head_easy_hard(run: Run) -> dict:
     if why := _missing(run, IOI_STAB):
         return _untestable(cid, text, why)
     st = run.table(IOI_STAB).filter((pl.col("split") == "clean LD") & (pl.col("ablation") == "zero-query"))
-    pairs = run.mixed_families()
+    pairs, rule = run.matched_pairs()
     if not pairs:
-        return _untestable(cid, text, "no family holds both an MHA and a GQA model")
+        return _untestable(cid, text, f"no MHA and GQA models of matched scale ({rule})")
     parts, ok, used = [], True, []
-    for fam, (mha, gqa) in pairs.items():
-        a, b = _row(st, mha), _row(st, gqa)
+    for p in pairs:
+        a, b = _row(st, p.mha), _row(st, p.gqa)
         if not a or not b:
             continue
         same_a, same_b = a.get("same_top") in (True, "True"), b.get("same_top") in (True, "True")
         ok &= same_b and not same_a
-        used += [mha, gqa]
-        parts.append(f"{fam}: GQA {'same' if same_b else 'different'} ({b['top_a']}/{b['top_b']}), "
+        used += [p.mha, p.gqa]
+        parts.append(f"{p.label}: GQA {'same' if same_b else 'different'} ({b['top_a']}/{b['top_b']}), "
                      f"MHA {'same' if same_a else 'different'} ({a['top_a']}/{a['top_b']})")
     if not used:
         return _untestable(cid, text, "no matched pair has the low/high clean-LD split")
     return Claim(cid, text, used, "; ".join(parts), "", HOLDS if ok else FAILS,
-                  "top unit on the low- vs high-clean-LD halves of the scoring prompts").row()
+                 "top unit on the low- vs high-clean-LD halves of the scoring prompts; no interval: a same/different "
+                 f"verdict per model; {rule}").row()
 
 
 def facts_bottleneck(run: Run) -> dict:
@@ -284,7 +279,8 @@ def facts_bottleneck(run: Run) -> dict:
         ok &= v[-1][1] == (1.0, False) and v[0][1] != (1.0, False)
         parts.append(f"{fam}: " + " -> ".join(f"{m} {_label(*h)}" for _, h, m in v))
     return Claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
-                  HOLDS if ok else FAILS, "greedy heads-to-80% of the facts margin from the smallest to the largest").row()
+                 HOLDS if ok else FAILS, "greedy heads-to-80% of the facts metric from the smallest to the largest; "
+                                         + COUNT_NO_INTERVAL).row()
 
 
 CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_head_necessary,

@@ -1,0 +1,93 @@
+"""What the claims read (the run's tables and cards) and which MHA and GQA models they compare.
+
+The paper compares Pythia (MHA) with Qwen2.5 (GQA): two families, so an MHA-versus-GQA claim pairs
+pretrained models across families by scale. Each MHA model takes the GQA model nearest to it in
+parameter count (the card's n_params, Table 1's params), one to one, the closest pairs first, and
+only within MATCH_FACTOR: a 3x gap is not "matched scale". Toy models pair only inside their own
+family (one recipe, data and seed; only the number of key/value heads differs), never with a
+pretrained model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+MATCH_FACTOR = 2.0  # the larger of a pair at most twice the smaller's parameter count
+PAIR_RULE = (f"pairs: each pretrained MHA model with the pretrained GQA model nearest in parameter count, "
+             f"one to one, within {MATCH_FACTOR:g}x; toys only within their own family")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An MHA model and the GQA model it is compared with, and how the pair is named in a row."""
+    mha: str
+    gqa: str
+    label: str
+
+
+def _params(card: dict) -> float:
+    try:
+        return float(card.get("n_params"))
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _toy(card: dict) -> bool:
+    return card.get("source") == "toy"
+
+
+def toy_pairs(cards: dict) -> list[Pair]:
+    """family -> (first MHA, first GQA) over the toy families that hold both attention types."""
+    out = []
+    toys = {m: c for m, c in cards.items() if _toy(c)}
+    for fam in dict.fromkeys(c.get("family", m) for m, c in toys.items()):
+        members = [m for m, c in toys.items() if c.get("family", m) == fam]
+        mha = [m for m in members if toys[m].get("attention") == "mha"]
+        gqa = [m for m in members if toys[m].get("attention") == "gqa"]
+        if mha and gqa:
+            out.append(Pair(mha[0], gqa[0], str(fam)))
+    return out
+
+
+def scale_pairs(cards: dict) -> tuple[list[Pair], list[str]]:
+    """(pairs, notes): pretrained MHA and GQA models matched by parameter count (module docstring),
+    and a note for each MHA model left without a match (its nearest GQA model and the gap)."""
+    def sized(attention):
+        return {m: p for m, c in cards.items() if not _toy(c) and c.get("attention") == attention
+                and (p := _params(c)) > 0}
+
+    mha, gqa = sized("mha"), sized("gqa")
+    gap = {(a, b): max(mha[a], gqa[b]) / min(mha[a], gqa[b]) for a in mha for b in gqa}
+    pairs, used = [], set()
+    for (a, b), g in sorted(gap.items(), key=lambda kv: (kv[1], kv[0])):
+        if g <= MATCH_FACTOR and a not in used and b not in used:
+            used |= {a, b}
+            pairs.append(Pair(a, b, f"{a} ~ {b} ({g:.2f}x params)"))
+    notes = []
+    for a in mha:
+        if a not in used and gqa:
+            b = min(gqa, key=lambda b: (gap[(a, b)], b))
+            notes.append(f"{a} unmatched (nearest GQA {b} is {gap[(a, b)]:.2f}x its size"
+                         + (", taken" if b in used else "") + ")")
+    pairs.sort(key=lambda p: mha[p.mha])
+    return pairs, notes
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the claims read: tables by name (polars frames; a missing one is None) and the cards."""
+    tables: dict
+    cards: dict
+
+    def table(self, name: str) -> pl.DataFrame | None:
+        return self.tables.get(name)
+
+    def pretrained(self, attention: str) -> list[str]:
+        return [m for m, c in self.cards.items() if not _toy(c) and c.get("attention") == attention]
+
+    def matched_pairs(self) -> tuple[list[Pair], str]:
+        """(pairs, the rule and its unmatched models, for a claim's reason column)."""
+        pairs, notes = scale_pairs(self.cards)
+        return toy_pairs(self.cards) + pairs, "; ".join([PAIR_RULE, *notes])
