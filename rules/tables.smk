@@ -39,6 +39,29 @@ rule tables:
         "../workflow/scripts/tables.py"
 
 
+# Each model's unit scores in MIB's node-importance form (circuitloc.report.mib): one folder per
+# task and model holding importances.json, as MIB's circuit track reads them.
+rule mib_importances:
+    input:
+        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task, wc.ablation)],
+        scores=lambda wc: targets.per_model(config, "results/scores/{task}/{model}/{ablation}.parquet", wc),
+    output:
+        importances=directory("results/mib/{task}/{ablation}"),
+    params:
+        models=lambda wc: views.models_for(config, wc.task, wc.ablation),
+        code=code_version("mib_importances.py"),
+    log:
+        "results/logs/tables/mib_{task}_{ablation}.log",
+    benchmark:
+        "results/benchmarks/mib_importances/{task}/{ablation}.tsv"
+    resources:
+        **job_resources("small", per_model=False),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../workflow/scripts/mib_importances.py"
+
+
 rule claims:
     input:
         cards=lambda wc: [views.card(m) for m in views.models(config)],

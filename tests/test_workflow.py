@@ -41,6 +41,8 @@ TOLERANCES = [
      "continuous in the drops (drops below 1e-6 of the largest are ignored, not cut at exactly 0)"),
     (r"^spearman$", 0.0, 1e-9, "a rank statistic: equal unless two unit scores swap order"),
     (r"curve_area$", 1e-4, 1e-5, "the mean of damages over the curve's steps (each as the damage columns)"),
+    (r"(^|_)(cpr|cmd)$", 1e-4, 1e-5,
+     "trapezoids over ten faithfulness ratios, each a metric difference over clean - all-ablated (order 1)"),
     (r"(baseline_\w+|_clean|_ablated|ld_\w+|_score|_score_lo|_score_hi|_score_heldout)$", 1e-5, 1e-5,
      "a raw metric or drop in logits or nats (order 0.1-10): float32 summation order moves it by ~1e-6"),
 ]
@@ -175,6 +177,11 @@ def test_every_artifact_exists_and_cards_are_complete(tiny_run):
     ranked = curve[curve["method"] == "ranked"]
     assert ranked["damage_lo"].notna().all() and (ranked["damage_lo"] <= ranked["damage_hi"]).all()
     assert not (res / "scores/ioi/tiny_mha/mean-query.parquet").exists()  # not in tiny_mha's kinds
+    suff = curve[curve["method"] == "sufficiency"]
+    assert suff["kept"].tolist() == [0, 0, 0, 0, 0, 0, 1, 3, 8, 16]  # int(fraction x 16 query heads)
+    assert suff["faithfulness"].iloc[-1] == pytest.approx(1.0) and suff["faithfulness"].iloc[0] == 0
+    mib = json.loads((res / "mib/ioi/zero-kv/ioi_tiny_gqa/importances.json").read_text())
+    assert {"cfg", "nodes", "edges"} <= set(mib) and mib["nodes"]["a0.h0"]["score"] == mib["nodes"]["a0.h3"]["score"]
     md = (res / "tables/table1_ioi_zero-query.md").read_text()
     assert "tiny_mha" in md and "heads-to-80% (greedy)" in md and md.splitlines()[2].count("|") <= 13  # <= 12 columns
     # no temporary file survives (Snakemake's own marker in a directory() output, the weights, is no temporary)

@@ -21,6 +21,7 @@ from circuitloc.engine.settings import (
     ScoreFiles,
     SpecificityFiles,
 )
+from circuitloc.engine.sufficiency import sufficiency_curve
 from circuitloc.metrics import specificity_verdict
 from circuitloc.models.load import load_engine
 from circuitloc.plan.vocab import NEUTRAL
@@ -89,10 +90,12 @@ def score(job: JobSettings, dataset, ablation: str, out: ScoreFiles, loaded=None
 
 
 def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None, self_check: bool = True):
-    """The cumulative ablation curve in rank order (and greedy, when configured), and a negative
-    control of random mid-layer units, over the curve prompts (`job.curves["prompts"]`, config
-    `curves.prompts`): heldout (default), the first n_curve rows not used for scoring, so that the
-    units ranked on the scoring prompts are measured on other prompts; or all, the first n_curve rows.
+    """The cumulative ablation curve in rank order (and greedy, when configured), the sufficiency
+    curve (`method` sufficiency: the top units kept and every other ablated, at MIB's fractions,
+    `engine.sufficiency`), and a negative control of random mid-layer units, over the curve prompts
+    (`job.curves["prompts"]`, config `curves.prompts`): heldout (default), the first n_curve rows not
+    used for scoring, so that the units ranked on the scoring prompts are measured on other prompts;
+    or all, the first n_curve rows.
     `loaded`, `self_check`: as for `score`."""
     cfg, name = job.curves, f"{job.task}/{job.card['name']}"
     prompts = cfg["prompts"]  # heldout | all (config curves.prompts; default in config/schema.yaml)
@@ -115,6 +118,8 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
         rows += A.greedy_curve(aj.probe, ranked, A.Baseline(clean, floor),
                                A.Greedy.of(cfg, f"greedy curve {name}/{ablation}"),
                                select=greedy_selection(job, full, ablation, aj))
+    # MIB's direction beside ours: keep the top units by the same ranking, ablate the rest
+    rows += sufficiency_curve(aj.probe, ranked)
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(aj.df), pl.Int64),
                                      n_units=pl.lit(len(aj.units), pl.Int64),

@@ -133,13 +133,20 @@ def headline(config) -> tuple[str, str]:
     return (task if task in ts else ts[0]), (abl if abl in abls else abls[0])
 
 
+def mib_importances(task, ablation) -> str:
+    """The folder of a task's and ablation's unit scores in MIB's node-importance form, one
+    `{task}_{model}/importances.json` per model (rule mib_importances)."""
+    return f"results/mib/{task}/{ablation}"
+
+
 def _tables_and_figures(config) -> list[str]:
     """Every model card, table and figure the config asks for."""
     out = [card(m) for m in models(config)]
     pairs = table_pairs(config)
     for task, abl in pairs:
         out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
-                f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png"]
+                f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png",
+                mib_importances(task, abl)]
     out += [f"results/figures/scale_{abl}.png" for abl in ablations(config)]
     extras = config["analysis"]
     if "stability" in extras:

@@ -90,7 +90,8 @@ def shared_stability_row(task: str, model: str, attention: str, ablation: str, p
 def _side(df: pl.DataFrame) -> dict:
     """One side of a comparison: its models, mean top head score, heads-to-threshold (the ranked
     curve's `heads_to_{pct}`: mean count, bounded when any model's is; the fraction from each
-    model's count, a bound '> K' at its K, flagged), mean curve area and effective units."""
+    model's count, a bound '> K' at its K, flagged), mean curve area, MIB's CPR and CMD and effective
+    units."""
 
     name = heads_to_measures(df.columns)[0]
     h = [M.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored() for r in df.iter_rows(named=True)]
@@ -102,6 +103,8 @@ def _side(df: pl.DataFrame) -> dict:
             name: _nanmean(df[name]), f"{name}_bounded": bounded,
             f"{name}_frac": float(np.mean([f for _, f, _ in h])), "bound": bounded,
             "curve_area": _nanmean(df["curve_area"]),
+            # MIB's sufficiency measures (higher CPR, lower CMD: fewer units do the task); described, not in the verdict
+            **{m: _nanmean(df[m]) for m in ("cpr", "cmd")},
             "effective_units": _nanmean(df["effective_units"])}
 
 

@@ -43,7 +43,7 @@ class FigureFiles:
 
 
 # the measures a sweep's paired table tests, by the names `sweep.primary.measures` uses
-SWEEP_MEASURES = ("top_head", "curve_area", "heads_to_ranked", "heads_to_greedy")
+SWEEP_MEASURES = ("top_head", "curve_area", "cpr", "cmd", "heads_to_ranked", "heads_to_greedy")
 
 
 @dataclass(frozen=True)

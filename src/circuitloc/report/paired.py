@@ -74,6 +74,7 @@ def _compare(o, b, measures, ci) -> dict:
     mean, lo, hi, _ = _paired_t(_floats(o["rescaled_curve_area"]), _floats(b["rescaled_curve_area"]), ci)
     row.update({"rescaled_curve_area_diff": mean, "rescaled_curve_area_diff_lo": lo,
                 "rescaled_curve_area_diff_hi": hi})
+    row.update(_sufficiency(o, b, ci))
     for h in measures:
         m = f"{h}_frac"
         for side, t in (("mha_", b), ("", o)):
@@ -87,6 +88,23 @@ def _compare(o, b, measures, ci) -> dict:
                     f"{h}_censored_pairs": int((bc | oc)[ok].sum())})
     row["direction_top_head"] = _sign(row["top_head_pct_diff"])
     row["direction_curve_area"] = _sign(row["curve_area_diff"])
+    return row
+
+
+def _sufficiency(o, b, ci) -> dict:
+    """MIB's CPR and CMD of both sides, their paired differences and paired t-tests (`cpr_p`,
+    `cmd_p`: exploratory unless the config declares them primary), and directions (+1: the fewer-KV
+    model's top units are the more sufficient: higher CPR, lower CMD). A side without them (a
+    Table 1 from before they existed) gives NaN, no test."""
+    row = {}
+    for m, sign in (("cpr", 1), ("cmd", -1)):
+        ov = _floats(o[m]) if m in o.columns else np.full(len(o), np.nan)
+        bv = _floats(b[m]) if m in b.columns else np.full(len(b), np.nan)
+        row[f"mha_{m}"], row[f"mha_{m}_lo"], row[f"mha_{m}_hi"] = _interval(bv[np.isfinite(bv)], ci)
+        row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _interval(ov[np.isfinite(ov)], ci)
+        mean, lo, hi, p = _paired_t(ov, bv, ci)
+        row.update({f"{m}_diff": mean, f"{m}_diff_lo": lo, f"{m}_diff_hi": hi, f"{m}_p": p,
+                    f"direction_{m}": _sign(sign * mean)})
     return row
 
 
@@ -105,8 +123,8 @@ def _pair_row(key: dict, other, base, seeds, measures, ci) -> dict:
 def paired(pm, settings: SweepStats | None = None, unit: str = QUERY, layers=None):
     """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, under
     `unit`, on the seeds where both are `used` (passed their checks, show task behaviour, may report
-    damage). Top head score and curve area (higher = more concentrated): mean difference,
-    t-interval, paired t-test; the top head is tested only when both sides' scores are held out
+    damage). Top head score, curve area and MIB's CPR (higher = more concentrated) and CMD (lower):
+    mean difference, t-interval, paired t-test; the top head is tested only when both sides' scores are held out
     (`top_head_prompts`). Heads-to-threshold as a fraction (lower = more concentrated; '> K'
     censored), greedy (the paper's) and ranked: wins, losses and ties of the fewer-KV model, and an
     exact sign-flip test on Gehan scores. The rescaled curve area is shown beside the raw one.

@@ -4,7 +4,7 @@ of the same seed and size, `overview` into one verdict per comparison. The toys 
 from circuitloc.plan.sweep.
 
 Two rules keep a verdict meaning what it says. Comparisons only at equal unit counts:
-every concentration measure (top unit, heads-to as a fraction, curve area, effective units) depends
+every concentration measure (top unit, heads-to as a fraction, curve area, CPR and CMD, effective units) depends
 on how many units a model is cut into, so a KV-1 toy's 2 kv groups against the MHA toy's 16 heads
 is described, never tested (`comparison`); where the KV-1 toy's groups are its layers, its rows are
 paired with the MHA toy's layer rows instead (`vs_unit`). Families: the tests the config declares
@@ -80,6 +80,7 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                      "top_head_pct_hi": _num(r.get(f"{top}_hi")),
                      "curve_area": _num(r.get("curve_area")),
                      "rescaled_curve_area": _num(M.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
+                     "cpr": _num(r.get("cpr")), "cmd": _num(r.get("cmd")),  # MIB's sufficiency measures
                      **h80,
                      "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
                      "n_units": int(r["n_units"])})
@@ -95,7 +96,7 @@ def _num(v) -> float:
 
 
 # uncensored: mean and t-interval across seeds (curve_area: threshold-free, never censored)
-METRICS = ("top_head_pct", "curve_area", "rescaled_curve_area", "top_share", "effective_units")
+METRICS = ("top_head_pct", "curve_area", "rescaled_curve_area", "cpr", "cmd", "top_share", "effective_units")
 # heads-to-threshold on the ranked curve and on the greedy curve (the paper's), named from the
 # configured threshold (heads_to_80, heads_to_90_greedy, ...): may be '> K', so a median (or bound)
 # and a censored count, never a mean over made-up values

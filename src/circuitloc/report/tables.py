@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from circuitloc import io
 from circuitloc import metrics as M
+from circuitloc import sufficiency as SF
 from circuitloc.io import frame
 from circuitloc.metrics import rank
 from circuitloc.plan import vocab
@@ -64,8 +65,9 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
     """Per model: the top unit and its score on the scoring prompts (in-sample: those prompts also
     selected it), the same unit's score on the curve prompts (`_heldout`: the ranked curve's first
     step ablates exactly the top unit; held-out prompts unless `curve_prompts` is 'all'), the
-    baseline, heads-to-threshold (`heads_to_{pct}`, from the configured threshold) and the curve
-    area on the curve prompts. `n_score_prompts`, `curve_prompts` and `n_curve_prompts` say which
+    baseline, heads-to-threshold (`heads_to_{pct}`, from the configured threshold), the curve
+    area and MIB's sufficiency measures (`cpr`, `cmd`: `sufficiency_measures`) on the curve
+    prompts. `n_score_prompts`, `curve_prompts` and `n_curve_prompts` say which
     prompts each number used; a percentage the conditioning rule refuses (`damage_condition`:
     clean ≈ floor, or fewer held-out prompts than `min_heldout`) is left empty, with `damage_note`."""
     rows = []
@@ -114,6 +116,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
             row["curve_area_covered"] = min(1.0, len(ranked) / len(s))
             # on one scale for every unit count (1: one unit removes the task, 0.5: linear)
             row["rescaled_curve_area"] = M.rescaled_curve_area(row["curve_area"], len(s))
+        row.update(sufficiency_measures(c))
         row.update(M.concentration(s["drop"].to_numpy()))
         if _has_value(s["aligned"]):  # a kind that builds a replacement: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
@@ -122,6 +125,17 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
         row.update(damage_condition(s, c, metric, t.higher_is_better, min_heldout))
         rows.append(_condition_row(row, threshold))
     return frame(rows)
+
+
+def sufficiency_measures(c: pl.DataFrame) -> dict:
+    """MIB's CPR and CMD of a curve table's sufficiency rows (`sufficiency.cpr_cmd`, over the
+    fractions the rows record); NaN where the table holds no sufficiency rows."""
+    suff = c.filter(pl.col("method") == SF.METHOD).sort("step")
+    if len(suff) == 0:
+        return {"cpr": float("nan"), "cmd": float("nan")}
+    cpr, cmd = SF.cpr_cmd(suff["faithfulness"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+                          suff["fraction"].to_numpy())
+    return {"cpr": cpr, "cmd": cmd}
 
 
 # The conditioning rule: a damage percentage is a ratio over (clean - floor); where the clean
@@ -168,7 +182,7 @@ def _condition_row(row: dict, threshold: float) -> dict:
                 row[k] = float("nan")
     if not row["damage_ok"]:
         for k in ("top_head_pct_heldout", "top_head_pct_heldout_lo", "top_head_pct_heldout_hi",
-                  "curve_area", "rescaled_curve_area"):
+                  "curve_area", "rescaled_curve_area", "cpr", "cmd"):
             if k in row:
                 row[k] = float("nan")
         for method in ("ranked", "greedy"):

@@ -17,11 +17,12 @@ from circuitloc.report.sweep import DESCRIPTIVE, EXPLORATORY, PRIMARY, TESTED, _
 
 
 def measure_of(test: str) -> str:
-    """The `sweep.primary` name of a p-value column: top_head, curve_area, heads_to_ranked, heads_to_greedy."""
+    """The `sweep.primary` name of a p-value column: top_head, curve_area, cpr, cmd, heads_to_ranked,
+    heads_to_greedy."""
     if test == "top_head_pct_p":
         return "top_head"
-    if test == "curve_area_p":
-        return "curve_area"
+    if test in ("curve_area_p", "cpr_p", "cmd_p"):
+        return test.removesuffix("_p")
     return "heads_to_greedy" if test.removesuffix("_frac_p").endswith("_greedy") else "heads_to_ranked"
 
 
@@ -66,9 +67,11 @@ def _adjust_families(df, st: SweepStats, suffix: str):
 
 
 def paired_tests(columns) -> list[str]:
-    """The p-value columns of a paired table, in order: top head, curve area, each heads-to measure."""
+    """The p-value columns of a paired table, in order: top head, curve area, CPR, CMD, each heads-to
+    measure."""
     hs = heads_to_measures([c.removesuffix("_frac_p") for c in columns if c.endswith("_frac_p")])
-    return [c for c in ("top_head_pct_p", "curve_area_p") if c in columns] + [f"{h}_frac_p" for h in hs]
+    return [c for c in ("top_head_pct_p", "curve_area_p", "cpr_p", "cmd_p") if c in columns] + \
+        [f"{h}_frac_p" for h in hs]
 
 
 def _sign(x) -> int:
@@ -162,8 +165,9 @@ def overview(tables: dict, settings: SweepStats | None = None):
             "clean_metric", "mha_clean", "clean", "mha_top_head_pct", "top_head_pct", "top_head_pct_diff",
             "top_head_pct_diff_lo", "top_head_pct_diff_hi", "top_head_prompts", "mha_curve_area", "curve_area",
             "curve_area_diff", "curve_area_diff_lo", "curve_area_diff_hi", "mha_rescaled_curve_area",
-            "rescaled_curve_area", "rescaled_curve_area_diff", "direction_top_head", "direction_curve_area",
-            "direction_heads_to", "verdict_heads_to"]
+            "rescaled_curve_area", "rescaled_curve_area_diff", "mha_cpr", "cpr", "cpr_diff", "cpr_diff_lo",
+            "cpr_diff_hi", "mha_cmd", "cmd", "cmd_diff", "cmd_diff_lo", "cmd_diff_hi", "direction_top_head",
+            "direction_curve_area", "direction_cpr", "direction_cmd", "direction_heads_to", "verdict_heads_to"]
     tests = []
     for df in tables.values():
         tests += [t for t in paired_tests(df.columns) if t not in tests]
