@@ -18,7 +18,7 @@ def _t1(model, family, attention, top_pct, h80, n_units=16, eff=3.0):
     count = int(str(h80).lstrip("> "))
     return {"model": model, "family": family, "attention": attention, "top_head_pct": top_pct,
             "heads_to_80": count, "heads_to_80_bounded": bounded, "heads_to_80_frac": np.nan if bounded else count / n_units,
-            "n_units": n_units, "effective_units": eff, "curve_area": 0.5, "task_behaviour": True, "damage_ok": True}
+            "n_units": n_units, "effective_units": eff, "curve_area": 0.5, "cpr": 0.5, "cmd": 0.5, "task_behaviour": True, "damage_ok": True}
 
 
 @pytest.mark.parametrize("mha, gqa, verdict", [

@@ -28,16 +28,42 @@ def _every_unit(card):
     return [{}] + [as_sets([u]) for u in units(card)] + [as_sets(units(card))]
 
 
-def test_mean_over_a_single_prompt_is_a_no_op(tiny_dirs):
-    """A per-position mean taken over one prompt is that prompt's own activation: ablating any unit,
-    or all of them, changes nothing."""
+def test_leave_one_out_mean_over_identical_prompts_is_a_no_op(tiny_dirs):
+    """Mean ablation leaves the prompt itself out: over two copies of one prompt, each copy's mean is
+    the other copy's activation, its own, so ablating any unit, or all of them, changes nothing."""
     card, _, tok, sc = _scanner(tiny_dirs)
-    p = _prompts(len(tok), n=1, seed=5)
-    sc.replacement = mean_replacement(sc, p, groups=np.zeros(1, int))
+    one = _prompts(len(tok), n=1, seed=5)
+    p = Prompts(one.input_ids.repeat(2, 1), one.last_pos.repeat(2), {k: v.repeat(2) for k, v in one.fields.items()})
+    sc.replacement = mean_replacement(sc, p, groups=np.zeros(2, int))
     out = sc.run(p, _every_unit(card), {"ld": ld})["ld"]
     assert torch.allclose(out, out[0:1].expand_as(out), atol=1e-4)
     sc.replacement = {}  # while zero ablation of the same units does change the metric
     assert (sc.run(p, _every_unit(card), {"ld": ld})["ld"][1:] - out[0]).abs().max() > 1e-4
+
+
+def test_mean_leaves_the_prompt_itself_out(tiny_dirs):
+    """Against an independent loop over TransformerLens' hook_z: prompt i's replacement is the mean
+    over the other prompts of its group at each position, else over every real position of the other
+    prompts; a group of one falls back to the latter."""
+    card, bridge, tok, sc = _scanner(tiny_dirs, budget=13)
+    p = _prompts(len(tok), n=7, seed=4)
+    lengths = (p.last_pos + 1).numpy()
+    groups = aligned_groups(pl.DataFrame({"k": [0] * 7}), ("k",), lengths, min_group=1)
+    target = np.array([0, 2, 3, 6])
+    repl = mean_replacement(sc, p, target=target, groups=groups)
+    layer = 1
+    _, cache = bridge.run_with_cache(p.input_ids, names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
+    z = cache[f"blocks.{layer}.attn.hook_z"]
+    for slot, i in enumerate(target):
+        others = [j for j in range(7) if j != i]
+        peers = [j for j in others if lengths[j] == lengths[i]]
+        if peers:
+            want = z[peers, : lengths[i]].mean(0)
+        else:
+            want = torch.cat([z[j, : lengths[j]] for j in others]).mean(0).expand(lengths[i], -1, -1)
+        assert torch.allclose(repl[layer][slot, : lengths[i]], want, atol=1e-5), i
+    assert any(not any(lengths[j] == lengths[i] for j in range(7) if j != i) for i in target)  # both cases met
+    assert any(any(lengths[j] == lengths[i] for j in range(7) if j != i) for i in target)
 
 
 def test_resample_with_identical_prompts_is_a_no_op(tiny_dirs):
@@ -79,9 +105,9 @@ def test_per_position_mean_is_the_groups_mean_at_each_position(tiny_dirs):
     layer = 2
     _, cache = bridge.run_with_cache(p.input_ids, names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
     z = cache[f"blocks.{layer}.attn.hook_z"]
-    pooled = torch.cat([z[i, : lengths[i]] for i in range(7)]).mean(0)
     for i in range(7):
-        same = [j for j in range(7) if lengths[j] == lengths[i]]
+        same = [j for j in range(7) if lengths[j] == lengths[i] and j != i]
+        pooled = torch.cat([z[j, : lengths[j]] for j in range(7) if j != i]).mean(0)
         want = z[same, : lengths[i]].mean(0) if groups[i] >= 0 else pooled.expand(lengths[i], -1, -1)
         assert torch.allclose(repl[layer][i, : lengths[i]], want, atol=1e-5), i
     assert (groups >= 0).sum() == sum(1 for i in range(7) if (lengths == lengths[i]).sum() >= 2)

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk
 
+from circuitloc.stats import Bootstrap, drop_intervals
+
 EXPECTED = ROOT / ".test" / "expected"
 # unit labels (L0H3, L1G0, L2) read as text
 TEXT = {"top_head": str, "top_kv_group": str, "top_layer": str}
@@ -170,7 +172,16 @@ def test_every_artifact_exists_and_cards_are_complete(tiny_run):
     assert (scores["drop_lo"] <= scores["drop"] + 1e-9).all() and (scores["drop"] <= scores["drop_hi"] + 1e-9).all()
     assert len(pd.read_parquet(res / "scores/ioi/tiny_gqa/zero-kv.parquet")) == 2 * 2  # two kv heads per layer
     per_prompt = pd.read_parquet(res / "scores/ioi/tiny_gqa/zero-query.prompts.parquet")
-    assert len(per_prompt) == 10 and list(per_prompt.columns[:2]) == ["row", "clean"]
+    assert len(per_prompt) == 10 and list(per_prompt.columns[:3]) == ["row", "floor", "clean"]
+    # induction's floor is measured per prompt and saved there, so its intervals rebuild from that file alone
+    ind = pd.read_parquet(res / "scores/induction/tiny_gqa/zero-query.prompts.parquet")
+    ind_scores = pd.read_parquet(res / "scores/induction/tiny_gqa/zero-query.parquet").set_index("unit")
+    assert ind["floor"].nunique() > 1
+    units = [c for c in ind.columns if c not in ("row", "floor", "clean")]
+    iv = drop_intervals(ind["clean"].to_numpy(), ind[units].to_numpy().T, False, Bootstrap(200, 0),
+                        floor=ind["floor"].to_numpy())
+    assert np.allclose(iv["damage_lo"], ind_scores.loc[units, "damage_lo"], atol=1e-6)
+    assert np.allclose(iv["damage_hi"], ind_scores.loc[units, "damage_hi"], atol=1e-6)
     # the unit table is the mean of the per-prompt table
     assert abs(per_prompt["L0H0"].mean() - scores.set_index("unit").loc["L0H0", "ld_ablated"]) < 1e-5
     curve = pd.read_parquet(res / "curves/ioi/tiny_gqa/mean-query.parquet")

@@ -7,6 +7,7 @@ the rule's params) and the files of each ablation (`settings.ScoreFiles`, `Curve
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import torch
 
@@ -80,7 +81,9 @@ def score(job: JobSettings, dataset, ablation: str, out: ScoreFiles, loaded=None
     more = unit_columns(aj.task, aj)  # the task's own per-unit columns (induction: attention to B)
     if more is not None:
         df = df.join(more, on=["layer", "head"], how="left", maintain_order="left")
-    per_prompt = per_prompt.insert_column(0, pl.Series("row", aj.rows_in_full, dtype=pl.Int64))
+    # row and floor per prompt beside the metrics, so every interval can be rebuilt from this file alone
+    per_prompt = per_prompt.insert_column(0, pl.Series("row", aj.rows_in_full, dtype=pl.Int64)).insert_column(
+        1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))
     io.write_parquet(per_prompt, out.prompts)
     io.write_parquet(df, out.scores)
     top = A.top(df)

@@ -4,8 +4,9 @@
 Positions align only between prompts built the same way (same IOI template, same induction
 prefix/suffix lengths, same fact relation) and of the same token length: such prompts form an
 aligned group. Mean ablation uses the group's per-position mean where the group is large enough
-(`min_group`), else the mean over all positions of the set; resampling pairs a prompt with another
-prompt of its group, else of its length, else any other prompt (seeded).
+(`min_group`), else the mean over all positions of the set, in both cases leaving the prompt itself
+out; resampling pairs a prompt with another prompt of its group, else of its length, else any
+other prompt (seeded).
 
 Replacements are dicts layer -> tensor broadcastable to [N, T, H, Dh] (see Scanner.replacement);
 4-D tensors are indexed by the rows of the prompt set the scanner runs on (`target`).
@@ -57,41 +58,54 @@ def aligned_groups(df: pl.DataFrame, columns: tuple, lengths, min_group: int) ->
 
 
 def mean_replacement(scanner: Scanner, source: Prompts, target=None, groups=None) -> dict:
-    """Each head's mean output over `source`: per position within aligned groups (`groups` >= 0),
-    else over all real positions. `target` (indices into source) are the prompts the scanner will
-    run; without aligned groups the result is one [H, Dh] vector per layer."""
+    """Each head's mean output over `source` with the target prompt itself left out (so no prompt
+    keeps any share of its own output): per position within its aligned group (`groups` >= 0, two
+    prompts or more), else over every real position of the other prompts. `target` (indices into
+    source, default all) are the prompts the scanner will run; the result is 4-D, indexed by them."""
     H, Dh = scanner.n_heads, scanner.d_head
-    groups = np.full(len(source), -1) if groups is None else np.asarray(groups)
+    groups = np.full(len(source), -1) if groups is None else np.asarray(groups).copy()
+    target = np.arange(len(source)) if target is None else np.asarray(target)
+    if (groups >= 0).any():  # a group of one has no other prompt to average: the set's mean instead
+        groups[(groups >= 0) & (np.bincount(groups[groups >= 0])[np.maximum(groups, 0)] < 2)] = -1
     n_groups = int(groups.max()) + 1 if len(groups) else 0
     width = int(source.last_pos.max()) + 1
+    tw = int(source.last_pos[torch.as_tensor(target)].max()) + 1
+    slot = np.full(len(source), -1)
+    slot[target] = np.arange(len(target))
     pooled: dict[int, torch.Tensor] = {}
     sums: dict[int, torch.Tensor] = {}
+    own: dict[int, torch.Tensor] = {}
 
     def add(i, rows, z):
         z = z.float()
         pooled[i] = pooled.get(i, 0) + z.sum(dim=(0, 1))
-        g = torch.as_tensor(groups[rows.numpy()], device=z.device)
+        r = rows.numpy()
+        mine = own.setdefault(i, torch.zeros(len(target), tw, H, Dh, device=z.device))
+        at = slot[r] >= 0
+        if at.any():
+            n = min(z.shape[1], tw)
+            mine[torch.as_tensor(slot[r][at], device=z.device), :n] = z[torch.as_tensor(at, device=z.device), :n]
+        g = torch.as_tensor(groups[r], device=z.device)
         keep = g >= 0
         if n_groups and bool(keep.any()):
             buf = sums.setdefault(i, torch.zeros(n_groups, width, H, Dh, device=z.device))
             buf[:, : z.shape[1]].index_add_(0, g[keep], z[keep])
 
     _each_z(scanner, source, add)
-    count = float((source.last_pos + 1).sum())
-    pooled = {i: s / count for i, s in pooled.items()}
-    if n_groups == 0:
-        return pooled
-    target = np.arange(len(source)) if target is None else np.asarray(target)
+    length = (source.last_pos + 1).float()
+    count = float(length.sum())
+    t_len = length[torch.as_tensor(target)]
     tg = torch.as_tensor(groups[target])
     sizes = torch.as_tensor(np.bincount(groups[groups >= 0], minlength=n_groups), dtype=torch.float32)
-    tw = int(source.last_pos[torch.as_tensor(target)].max()) + 1
     out = {}
     for i, p in pooled.items():
-        r = p.expand(len(target), tw, H, Dh).clone()
+        mine = own[i]
+        rest = (count - t_len).clamp(min=1.0).to(p.device)[:, None, None]
+        r = ((p - mine.sum(dim=1)) / rest)[:, None].expand(len(target), tw, H, Dh).clone()
         m = tg >= 0
         if bool(m.any()):
             idx = tg[m].to(p.device)
-            r[m.to(p.device)] = sums[i][idx, :tw] / sizes.to(p.device)[idx][:, None, None, None]
+            r[m.to(p.device)] = (sums[i][idx, :tw] - mine[m.to(p.device)]) / (sizes.to(p.device)[idx] - 1)[:, None, None, None]
         out[i] = r
     return out
 

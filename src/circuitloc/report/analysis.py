@@ -26,7 +26,7 @@ def _mean(col: pl.Series):
 def unit_drops(per_prompt: pl.DataFrame, mask, higher_is_better: bool) -> pl.DataFrame:
     """Each unit's drop on the prompts in `mask` (per-prompt artifact of a score job): columns unit, drop."""
     pp = per_prompt.filter(pl.Series(np.asarray(mask, bool)))
-    units = [c for c in pp.columns if c not in ("row", "clean")]
+    units = [c for c in pp.columns if c not in ("row", "clean", "floor")]
     drops = M.drop(_mean(pp["clean"]), np.array([_mean(pp[u]) for u in units]), higher_is_better)
     return pl.DataFrame({"unit": units, "drop": np.asarray(drops)}, schema_overrides={"unit": pl.String})
 
