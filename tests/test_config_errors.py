@@ -124,3 +124,12 @@ def test_a_device_the_jobs_torch_lacks_stops_the_job_with_one_line(capsys):
     assert err[-1].startswith("circuitloc error: config: device = 'cuda', but this job's torch") and "set device: cpu" in err[-1]
     runner.run(lambda **kw: ran.append(kw), device="cpu")
     assert ran == [{"device": "cpu"}]
+
+
+def test_the_sweeps_primary_kinds_must_be_kinds_it_runs():
+    sweep = yaml.safe_load((TEST_CONFIG.parent.parent / "config" / "sweep.yaml").read_text())["sweep"]
+    sweep["primary"] = {"kinds": ["zero", "mean"]}
+    assert _error({"sweep": sweep, "ablation": {"kinds": ["zero"]}}) == (
+        "config: sweep.primary.kinds: mean not among the sweep's ablation kinds (zero; ablation.kinds)")
+    assert _resolve({"sweep": sweep, "ablation": {"kinds": ["zero", "mean"]}})["sweep"]["primary"]["kinds"] == \
+        ["zero", "mean"]

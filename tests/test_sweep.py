@@ -541,3 +541,31 @@ def test_adjust_with_reads_the_other_runs_paired_tables(tmp_path):
         {"label": "accuracy", "tables": "/nonexistent/tables", "tasks": ["facts"]}]}}))
     res = smk("-n", "--configfile", str(ROOT / "config" / "sweep.yaml"), str(overlay), check=False)
     assert "/nonexistent/tables/sweep_paired_facts_zero-query.csv" in res.stdout + res.stderr
+
+
+def test_the_primary_family_is_zero_ablation_and_the_overview_says_which_kinds_agree():
+    """One comparison under zero, mean and resample ablation: only zero's tests are primary (the
+    default `sweep.primary.kinds`), mean's and resample's are exploratory and adjusted with the other
+    exploratory tests; `verdict_by_kind` lists each kind's verdict and `holds_under` the kinds that say
+    what zero says: 'zero, mean only' when resample finds no clear difference, 'every kind' when all
+    agree."""
+    from circuitloc.report.sweep import Primary, SweepStats
+    from circuitloc.report.verdicts import overview
+
+    strong = _paired_row("small", 5.0, 0.001, 0.002, 0.5, wins=9, losses=0)
+    weak = _paired_row("small", 1.0, 0.6, 0.7, 0.8, wins=4, losses=4)
+    tables = {("ioi", "zero-query"): pl.DataFrame([strong]), ("ioi", "mean-query"): pl.DataFrame([strong]),
+              ("ioi", "resample-query"): pl.DataFrame([weak])}
+    out = overview(tables)
+    assert out["kind"].to_list() == ["zero", "mean", "resample"]
+    assert out["top_head_pct_family"].to_list() == ["primary", "exploratory", "exploratory"]
+    assert out["n_tests_primary_all"][0] == 2  # zero's top head and greedy heads-to
+    assert out["verdict_all"][0] == "fewer KV heads more concentrated: yes"
+    assert out["verdict_all"][1] == "exploratory: fewer KV heads more concentrated: yes"
+    assert out["verdict_by_kind"][0] == "zero: yes; mean: yes; resample: none"
+    assert out["holds_under"].to_list() == ["zero, mean only"] * 3
+    agree = overview({k: pl.DataFrame([strong]) for k in tables})
+    assert agree["holds_under"].to_list() == ["every kind"] * 3
+    # declared primary under every kind, mean's tests join zero's family
+    every = overview(tables, SweepStats(primary=Primary(kinds=("zero", "mean", "resample"))))
+    assert every["top_head_pct_family"].to_list() == ["primary"] * 3 and every["n_tests_primary_all"][0] == 6

@@ -89,3 +89,17 @@ def check_sizes(config: dict) -> None:
             if n_score == n and prompts == "heldout":
                 raise ConfigError(f"config: {score_key} = {n_score} equals {n_key} = {n}: with curves.prompts "
                                   f"heldout no prompt is left for the curves (lower n_score, or raise n)")
+
+
+def check_sweep_primary(config: dict) -> None:
+    """The sweep's primary kinds are kinds the sweep runs: a primary family under a kind with no
+    tables would be empty, and every verdict silently exploratory."""
+    sweep = config.get("sweep") or {}
+    kinds = (sweep.get("primary") or {}).get("kinds")
+    if not sweep or not kinds:
+        return
+    ran = set((sweep.get("model") or {}).get("ablation", {}).get("kinds") or config["ablation"]["kinds"])
+    missing = [k for k in kinds if k not in ran]
+    if missing:
+        raise ConfigError(f"config: sweep.primary.kinds: {', '.join(missing)} not among the sweep's ablation kinds "
+                          f"({', '.join(sorted(ran))}; ablation.kinds)")

@@ -9,7 +9,14 @@ from pathlib import Path
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import vocab
-from circuitloc.plan.checks import check_sizes, check_task_names, put_back_left_out, selected_tasks, take_left_out
+from circuitloc.plan.checks import (
+    check_sizes,
+    check_sweep_primary,
+    check_task_names,
+    put_back_left_out,
+    selected_tasks,
+    take_left_out,
+)
 from circuitloc.plan.configload import (
     check_unknown_keys,
     effective_config,
@@ -81,6 +88,7 @@ def resolve(cfg: dict, root) -> dict:
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
     check_sizes(cfg)
+    check_sweep_primary(cfg)
     return cfg
 
 

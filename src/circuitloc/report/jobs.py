@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from circuitloc.plan.labels import QUERY, UNITS
+from circuitloc.plan.vocab import ZERO
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,12 @@ SWEEP_MEASURES = ("top_head", "curve_area", "cpr", "cmd", "heads_to_ranked", "he
 
 @dataclass(frozen=True)
 class Primary:
-    """The sweep's primary family: these measures under these units, every task and size (config
-    `sweep.primary`); every other test is exploratory and adjusted on its own."""
+    """The sweep's primary family: these measures under these units and ablation kinds, every task and
+    size (config `sweep.primary`); every other test is exploratory and adjusted on its own."""
 
     units: tuple = (QUERY,)
     measures: tuple = ("top_head", "heads_to_greedy")
+    kinds: tuple = (ZERO,)  # the paper's ablation; the overview says whether a verdict holds under the others
 
     def __post_init__(self):
         bad = [u for u in self.units if u not in UNITS] + [m for m in self.measures if m not in SWEEP_MEASURES]
@@ -79,7 +81,8 @@ class SweepStats:
         pr = o.get("primary") or {}
         return cls(ci=float(ci if ci is not None else o.get("ci", cls.ci)), alpha=float(o.get("alpha", cls.alpha)),
                    p_adjust=str(o.get("p_adjust", cls.p_adjust)),
-                   primary=Primary(tuple(pr.get("units", Primary.units)), tuple(pr.get("measures", Primary.measures))))
+                   primary=Primary(tuple(pr.get("units", Primary.units)), tuple(pr.get("measures", Primary.measures)),
+                                   tuple(pr.get("kinds", Primary.kinds))))
 
 
 @dataclass(frozen=True)

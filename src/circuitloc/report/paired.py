@@ -10,7 +10,7 @@ import polars as pl
 from circuitloc import stats as S
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
-from circuitloc.plan.vocab import QUERY
+from circuitloc.plan.vocab import QUERY, ZERO
 from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
 from circuitloc.report.sweep import DESCRIPTIVE, TESTED, _floats, _interval, _mha_kv, _pair_seeds, _values
 from circuitloc.report.verdicts import _adjust_families, _finite, _sign, paired_tests, verdict, verdict_family
@@ -120,7 +120,7 @@ def _pair_row(key: dict, other, base, seeds, measures, ci) -> dict:
     return row
 
 
-def paired(pm, settings: SweepStats | None = None, unit: str = QUERY, layers=None):
+def paired(pm, settings: SweepStats | None = None, unit: str = QUERY, layers=None, kind: str = ZERO):
     """Each KV-head count against the MHA model (kv = n_heads) of the same size and seed, under
     `unit`, on the seeds where both are `used` (passed their checks, show task behaviour, may report
     damage). Top head score, curve area and MIB's CPR (higher = more concentrated) and CMD (lower):
@@ -151,7 +151,8 @@ def paired(pm, settings: SweepStats | None = None, unit: str = QUERY, layers=Non
             if kv == mha_kv:
                 continue
             other = g.filter(pl.col("kv_heads") == kv)
-            key = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "unit": unit, "vs_unit": unit}
+            key = {"size": size, "kv_heads": int(kv), "vs_kv_heads": mha_kv, "kind": kind, "unit": unit,
+                   "vs_unit": unit}
             row = _pair_row(key, other, base, _pair_seeds(g, int(kv), mha_kv), measures, st.ci)
             rows.append(row)
             if row["comparison"] != TESTED and lay is not None and len(lay) and \

@@ -11,7 +11,7 @@ import polars as pl
 from circuitloc import stats as S
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_label, heads_to_measures
-from circuitloc.plan.vocab import QUERY
+from circuitloc.plan.vocab import QUERY, ZERO, parse_ablation
 from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
 from circuitloc.report.sweep import DESCRIPTIVE, EXPLORATORY, PRIMARY, TESTED, _floats
 
@@ -33,13 +33,14 @@ def family_column(test: str) -> str:
 
 
 def family(row: dict, test: str, primary: Primary) -> str:
-    """primary (its unit and measure are declared primary and both sides have that unit),
-    exploratory (any other test), or descriptive (a row at different unit counts: no test)."""
+    """primary (its unit, ablation kind and measure are declared primary and both sides have that
+    unit), exploratory (any other test), or descriptive (a row at different unit counts: no test)."""
     if (row.get("comparison") or TESTED) != TESTED:
         return DESCRIPTIVE
     unit = row.get("unit") or QUERY
     same = (row.get("vs_unit") or unit) == unit
-    return PRIMARY if same and unit in primary.units and measure_of(test) in primary.measures else EXPLORATORY
+    declared = unit in primary.units and (row.get("kind") or ZERO) in primary.kinds
+    return PRIMARY if same and declared and measure_of(test) in primary.measures else EXPLORATORY
 
 
 def _adjust_families(df, st: SweepStats, suffix: str):
@@ -173,9 +174,9 @@ def overview(tables: dict, settings: SweepStats | None = None):
         tests += [t for t in paired_tests(df.columns) if t not in tests]
     rows = []
     for (task, ablation), df in tables.items():
-        unit = ablation.split("-", 1)[1]
+        kind, unit = parse_ablation(ablation)
         for r in df.iter_rows(named=True):
-            row = {"task": task, "unit": unit, "ablation": ablation, **{k: r.get(k) for k in keep}}
+            row = {"task": task, "kind": kind, "unit": unit, "ablation": ablation, **{k: r.get(k) for k in keep}}
             row["vs_unit"] = row["vs_unit"] or unit
             row["comparison"] = row["comparison"] or TESTED  # a table from before the column: equal counts
             for m in [t.removesuffix("_p") for t in tests if t.endswith("_frac_p")]:
@@ -200,9 +201,42 @@ def overview(tables: dict, settings: SweepStats | None = None):
     out = out.select([c for c in out.columns if c not in grouped for c in
                       ([c, family_column(c), f"{c}_table", f"{c}_all"] if c in tests else [c])])
     verdicts = [verdict(r, "all", st.alpha, st.p_adjust) for r in out.iter_rows(named=True)]
-    return out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String),
-                            verdict_family=pl.Series([verdict_family(r) for r in out.iter_rows(named=True)],
-                                                     dtype=pl.String))
+    out = out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String),
+                           verdict_family=pl.Series([verdict_family(r) for r in out.iter_rows(named=True)],
+                                                    dtype=pl.String))
+    return across_kinds(out, st.primary.kinds)
+
+
+def verdict_class(text: str | None) -> str:
+    """What a verdict says, without its family tag and adjustment: yes, no, partial, mixed, none
+    (no clear difference), n/a or descriptive; so verdicts under different kinds can be compared."""
+    t = (text or "n/a").removeprefix("exploratory: ")
+    for start, cls in (("fewer KV heads more concentrated: yes", "yes"), ("fewer KV heads more concentrated: no", "no"),
+                       ("partial", "partial"), ("mixed", "mixed"), ("no clear difference", "none"),
+                       ("descriptive", "descriptive")):
+        if t.startswith(start):
+            return cls
+    return "n/a"
+
+
+def across_kinds(out: pl.DataFrame, primary_kinds: tuple) -> pl.DataFrame:
+    """Beside each verdict: `verdict_by_kind`, what the same comparison (task, size, KV heads, units)
+    says under each ablation kind of the sweep, and `holds_under`, the kinds whose verdict says the
+    same as the primary kind's ('every kind', or the list, e.g. 'zero only'): a claim that holds under
+    zero ablation only may be an artefact of replacing a head's output with zeros."""
+    key = ["task", "size", "kv_heads", "vs_kv_heads", "unit", "vs_unit"]
+    by, holds = [], []
+    rows = out.select(key + ["kind", "verdict_all"]).iter_rows(named=True)
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in key), []).append((r["kind"], verdict_class(r["verdict_all"])))
+    for r in out.select(key).iter_rows(named=True):
+        g = groups[tuple(r[k] for k in key)]
+        by.append("; ".join(f"{k}: {c}" for k, c in g))
+        ref = next((c for k, c in g if k in primary_kinds), g[0][1])
+        same = [k for k, c in g if c == ref]
+        holds.append("every kind" if len(same) == len(g) else f"{', '.join(same)} only" if same else "")
+    return out.with_columns(verdict_by_kind=pl.Series(by, dtype=pl.String), holds_under=pl.Series(holds, dtype=pl.String))
 
 
 def M_label(value: float, bounded: bool) -> str:

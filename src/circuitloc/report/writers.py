@@ -106,7 +106,8 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
     summary = SW.summarize(pm, ci)
-    pairs = paired(pm, stats, vocab.parse_ablation(ablation)[1], layers)
+    kind, unit = vocab.parse_ablation(ablation)
+    pairs = paired(pm, stats, unit, layers, kind)
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
                 f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
@@ -137,10 +138,12 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
     units = ", ".join(st.primary.units)
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
                 f"{st.p_adjust}-adjusted within its family in its table (_table) and over every table (_all): the "
-                f"primary family ({', '.join(st.primary.measures)} under {units} units, every task: {n[SW.PRIMARY]} "
+                f"primary family ({', '.join(st.primary.measures)} under {units} units and "
+                f"{', '.join(st.primary.kinds)} ablation, every task: {n[SW.PRIMARY]} "
                 f"tests) on its own, the {n[SW.EXPLORATORY]} other tests as an exploratory family; rows at different "
                 "unit counts are described, not tested; verdict_table and verdict_all: one verdict function on the "
-                "table's directions, with the one or the other adjustment")
+                "table's directions, with the one or the other adjustment; verdict_by_kind and holds_under: what the "
+                "same comparison says under each ablation kind, and the kinds that agree with the primary one")
 
 
 def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
