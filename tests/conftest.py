@@ -31,7 +31,8 @@ def tiny_run(tmp_path_factory):
     """The workflow copied to a scratch directory and run on the tiny test config (default target:
     every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests."""
     work = copy_workflow(tmp_path_factory.mktemp("wf"))
-    smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+    p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+    (work / "run.console").write_text(p.stdout + p.stderr)  # what the user saw, for the console tests
     return work
 
 

@@ -98,6 +98,9 @@ def test_default_run_builds_the_report(tiny_run):
     # it opens on that page, not on the workflow graph (the run's report has metadata)
     assert re.search(r"var metadata = \{\s*\S", html.read_text()), "no metadata: the report opens on the rule graph"
     assert (tiny_run / "results" / "logs" / "report.log").read_text().rstrip().endswith("Report created.")
+    # the run's last console line, after Snakemake's own closing lines, says where the report is
+    last = (tiny_run / "run.console").read_text().rstrip().splitlines()[-1]
+    assert last == f"circuitloc: the report is {html.resolve()} (it opens on the run's answer)", last
 
 
 def test_snakemake_report_command(tiny_run):

@@ -3,6 +3,7 @@ the Snakefile's onerror handler calls this)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -117,9 +118,11 @@ def explain_failures(snakemake_logs, log_root="results/logs", since: float | Non
 
 
 def report_ready(report, stream=None) -> str | None:
-    """The run's last line: where its report is, when the run made or kept one."""
+    """The run's last line: where its report is, when the run made or kept one. Snakemake logs its
+    own closing lines ("Complete log(s): ...") after the onsuccess handler returns, so the line is
+    printed when the interpreter exits, after them."""
     if not os.path.exists(report):
         return None
     line = f"circuitloc: the report is {os.path.abspath(report)} (it opens on the run's answer)"
-    print(line, file=stream or sys.stderr, flush=True)
+    atexit.register(lambda: print(line, file=stream or sys.stderr, flush=True))
     return line
