@@ -29,3 +29,16 @@ def test_missing_markers_or_tables_are_errors(tmp_path):
     readme = (ROOT / "README.md").read_text()
     with pytest.raises(ArtifactError, match="table1_ioi_zero-query.md: missing"):
         fill(readme, tmp_path / "nothing", "n")
+
+
+def test_the_ladders_sections_are_its_own(tmp_path):
+    """`--run ladder` fills the ladder's markers (Table 1, Table 2, claims) and leaves the default
+    run's alone."""
+    res = _results(tmp_path)
+    (res / "tables" / "table2_ioi_zero-query.md").write_text("### Table 2\n\n| t2 |\n|---|\n| x |\n")
+    readme = ("<!-- table1:begin -->keep<!-- table1:end -->\n"
+              + "".join(f"<!-- ladder_{n}:begin -->old<!-- ladder_{n}:end -->\n" for n in ("table1", "table2", "claims")))
+    out = fill(readme, res, "Ladder note.", run="ladder")
+    assert "keep" in out and "old" not in out and "| t2 |" in out and out.count("Ladder note.") == 3
+    with pytest.raises(ArtifactError, match="markers <!-- ladder_table1:begin -->"):
+        fill("<!-- table1:begin --><!-- table1:end -->", res, "n", run="ladder")

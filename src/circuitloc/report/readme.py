@@ -2,6 +2,10 @@
 form) and the claims table go between their markers, under a measurement note naming the run.
 
     python -m circuitloc.report.readme RESULTS_DIR README.md --note "Measured on ..."
+    python -m circuitloc.report.readme LADDER_RESULTS README.md --run ladder --note "..."
+
+`--run ladder` fills the ladder's sections (its Table 1, Table 2 and claims) instead of the
+default run's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
 
 SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
+RUNS = {"default": SECTIONS,
+        "ladder": {"ladder_table1": "tables/table1_ioi_zero-query.md",
+                   "ladder_table2": "tables/table2_ioi_zero-query.md", "ladder_claims": "tables/claims.md"}}
 
 
 def _body(md: str) -> str:
@@ -21,9 +28,10 @@ def _body(md: str) -> str:
     return "\n".join(line for line in md.strip().splitlines() if not line.startswith("### ")).strip()
 
 
-def fill(readme: str, results: Path, note: str) -> str:
-    """`readme` with each section's markers holding the note and the run's table."""
-    for name, rel in SECTIONS.items():
+def fill(readme: str, results: Path, note: str, run: str = "default") -> str:
+    """`readme` with each of the run's sections (`RUNS`) between its markers holding the note and
+    the run's table."""
+    for name, rel in RUNS[run].items():
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin not in readme or end not in readme:
             raise ArtifactError(f"README: markers {begin} ... {end} not found")
@@ -40,8 +48,9 @@ def main(argv=None) -> None:
     ap.add_argument("results", type=Path)
     ap.add_argument("readme", type=Path)
     ap.add_argument("--note", required=True, help="which commit, machine and command made the results")
+    ap.add_argument("--run", choices=sorted(RUNS), default="default", help="whose sections to fill")
     a = ap.parse_args(argv)
-    write_text(fill(a.readme.read_text(), a.results, a.note), a.readme)
+    write_text(fill(a.readme.read_text(), a.results, a.note, a.run), a.readme)
 
 
 if __name__ == "__main__":
