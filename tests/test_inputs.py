@@ -2,11 +2,10 @@
 read it and what follows from them, nothing else (dry runs on a scratch copy of the workflow whose
 outputs are stand-in files, so no model is trained or run)."""
 
-import re
 
 import pytest
 import yaml
-from workflow_helpers import copy_workflow, planned_jobs, smk
+from workflow_helpers import copy_workflow, planned_jobs, smk, stand_in_outputs
 
 MODELS = ("tiny", "hf_a", "hf_b")
 CONFIG = {
@@ -45,13 +44,7 @@ def finished(tmp_path_factory):
     (run / "inputs.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     (run / "fahamu.parquet").write_bytes(b"stand-in: a dry run never reads it\n")
     out = smk("-n", "--configfile", "inputs.yaml", cwd=run).stdout
-    files = {f.strip() for line in re.findall(r"^\s+(?:output|benchmark): (.*)$", out, flags=re.M) for f in line.split(",")}
-    for f in files:
-        (run / f).parent.mkdir(parents=True, exist_ok=True)
-        if f.endswith("/weights"):  # a toy's weights: a directory() output
-            (run / f).mkdir(exist_ok=True)
-        else:
-            (run / f).write_text("")
+    stand_in_outputs(run, out)
     smk("--touch", "--cores", "1", "--configfile", "inputs.yaml", cwd=run)  # records, mtimes in DAG order
     assert _dry(run) == [], "the stand-in run is not up to date"
     return run

@@ -28,7 +28,7 @@ def _row(name, drops, rng, top_shift=0.0):
     ranked = np.cumsum(order) + rng.normal(0, 0.02, k)
     greedy = np.cumsum(order) + rng.normal(0, 0.02, k)
     top = 100 * order[0] + top_shift + rng.normal(0, 2.0)
-    return {"model": name, "baseline_ld": 5.0, "curve_prompts": "heldout", "top_head_pct": top,
+    return {"model": name, "baseline_ld": 5.0, "curve_prompts": "heldout", "top_head_pct": top, "task_behaviour": True,
             "top_head_pct_heldout": top, "n_units": k, "curve_area": M.curve_area(ranked, k),
             **M.HeadsTo.of_curve(ranked, 0.8, k).columns("heads_to_80"),
             **M.HeadsTo.of_curve(greedy, 0.8, k).columns("heads_to_80_greedy"),
@@ -189,7 +189,8 @@ def test_the_primary_family_is_configured_and_checked():
     shipped = yaml.safe_load((ROOT / "config" / "sweep_capacity.yaml").read_text())
     cfg = copy.deepcopy(shipped)
     validate(cfg, str(ROOT / "config" / "schema.yaml"))
-    assert cfg["sweep"]["primary"] == {"units": ["query"], "measures": ["top_head", "heads_to_greedy"]}
+    assert cfg["sweep"]["primary"] == {"units": ["query"], "measures": ["top_head", "heads_to_greedy"],
+                                      "kinds": ["zero"]}
     bad = copy.deepcopy(shipped)
     bad["sweep"]["primary"] = {"measures": ["top_share"]}
     with pytest.raises(Exception, match="top_share"):

@@ -65,3 +65,28 @@ def config_error(layer) -> str:
     with pytest.raises(ConfigError) as e:
         resolve_over_test_config(layer)
     return str(e.value)
+
+
+def _directory_outputs() -> re.Pattern:
+    """The rules' directory() outputs (rules/*.smk) as one pattern, each wildcard one path segment."""
+    pats = []
+    for smk_file in sorted((ROOT / "rules").glob("*.smk")):
+        for path in re.findall(r"directory\(\s*\"([^\"]+)\"", smk_file.read_text()):
+            parts = re.split(r"(\{[^}]+\})", path)
+            pats.append("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts))
+    return re.compile("|".join(f"(?:{p})" for p in pats))
+
+
+def stand_in_outputs(run: Path, dry_run_output: str) -> None:
+    """An empty stand-in for every output and benchmark file a dry run lists (a directory for a
+    directory() output), so a following --touch makes the run up to date without computing."""
+    directories = _directory_outputs()
+    files = {f.strip() for line in re.findall(r"^\s+(?:output|benchmark): (.*)$", dry_run_output, flags=re.M)
+             for f in line.split(",")}
+    for f in files:
+        (run / f).parent.mkdir(parents=True, exist_ok=True)
+        if directories.fullmatch(f):
+            (run / f).mkdir(exist_ok=True)
+        else:
+            (run / f).write_text("")
+
