@@ -2,7 +2,6 @@
 read it and what follows from them, nothing else (dry runs on a scratch copy of the workflow whose
 outputs are stand-in files, so no model is trained or run)."""
 
-
 import pytest
 import yaml
 from workflow_helpers import copy_workflow, planned_jobs, smk, stand_in_outputs

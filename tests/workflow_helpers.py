@@ -89,4 +89,3 @@ def stand_in_outputs(run: Path, dry_run_output: str) -> None:
             (run / f).mkdir(exist_ok=True)
         else:
             (run / f).write_text("")
-
