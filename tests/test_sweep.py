@@ -58,7 +58,7 @@ def test_sweep_config_dag_has_one_training_job_per_model():
     large = yaml.safe_load((ROOT / "config" / "sweep_large.yaml").read_text())
     validate(large, str(ROOT / "config" / "schema.yaml"))
     big = expand(large["sweep"])
-    assert len(big) == 10 * (4 * 3 + 3 * 2)
+    assert len(big) == 10 * (4 * 3 + 3 * 2 - 1)  # the parameter-matched size's MHA toys are its twin's
     assert {s["toy"]["d_model"] // s["toy"]["n_heads"] for s in big.values()} >= {32}  # a d_head >= 32 size
 
 
@@ -313,8 +313,10 @@ def test_match_params_gives_back_the_kv_parameters_in_the_mlp():
                        "dh32pm": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_mlp": 256, "kv_heads": [4, 2, 1],
                                   "match_params": True}}}
     models = expand(sweep)
-    assert len(models) == 6
-    toys = {(s["sweep"]["size"], s["sweep"]["kv_heads"]): s["toy"] for s in models.values()}
+    assert len(models) == 5  # dh32pm's MHA toy is dh32's (nothing removed, nothing given back): trained once
+    assert models["sweep_dh32_kv4_s0"]["sweep"] == {"size": "dh32", "kv_heads": 4, "seed": 0, "also": ["dh32pm"]}
+    toys = {(size, s["sweep"]["kv_heads"]): s["toy"] for s in models.values()
+            for size in (s["sweep"]["size"], *s["sweep"].get("also", []))}
     assert all("kv_heads" not in t and "match_params" not in t for t in toys.values())
     assert [toys[("dh32pm", k)]["d_mlp"] for k in (4, 2, 1)] == [256, 256 + 43, 256 + 64]  # 2*129*32*(4-K)/384
     n = {key: _n_params(t) for key, t in toys.items()}
@@ -322,6 +324,28 @@ def test_match_params_gives_back_the_kv_parameters_in_the_mlp():
         assert abs(n[("dh32pm", kv)] - n[("dh32pm", 4)]) <= 1.5 * 128 * 2  # half a width unit per layer
         assert n[("dh32", 4)] - n[("dh32", kv)] > 10 * 128 * 2
     assert n[("dh32pm", 4)] == n[("dh32", 4)]
+
+
+def test_a_toy_that_stands_for_two_cells_is_paired_in_each():
+    """dh32pm's MHA toys are dh32's (expand trains them once): each of their Table 1 rows gives a row
+    in both cells, so dh32pm's KV-1 toys are paired with them seed by seed, as dh32's are, and the
+    pairs hold the same MHA numbers."""
+    sweep = {"seeds": [0, 1, 2, 3], "kv_heads": [2, 1], "recipe": {"n_heads": 2, "d_model": 64, "d_mlp": 256},
+             "sizes": {"dh32": {"n_layers": 2}, "dh32pm": {"n_layers": 2, "match_params": True}}}
+    models = expand(sweep)
+    assert len(models) == 3 * 4 and not any(n.startswith("sweep_dh32pm_kv2") for n in models)
+    rows = [{"model": n, "task_behaviour": True, "top_head_pct": 30.0 + 5 * (m["sweep"]["kv_heads"] == 1) + i,
+             "curve_prompts": "heldout", "top_head_pct_heldout": 30.0 + 5 * (m["sweep"]["kv_heads"] == 1) + i,
+             "heads_to_80": 2, "heads_to_80_bounded": False, "heads_to_80_frac": 0.5, "n_units": 4,
+             "effective_units": 2.0, "top_share": 0.5} for i, (n, m) in enumerate(models.items())]
+    pm = per_model(pl.DataFrame(rows), {n: m["sweep"] for n, m in models.items()}, {}, "ioi")
+    assert len(pm) == 16 and pm.filter(pl.col("size") == "dh32pm")["kv_heads"].sort().to_list() == [1] * 4 + [2] * 4
+    mha = pm.filter(pl.col("kv_heads") == 2)
+    assert mha.filter(pl.col("size") == "dh32")["top_head_pct"].to_list() == \
+        mha.filter(pl.col("size") == "dh32pm")["top_head_pct"].to_list()
+    pairs = paired(pm)
+    assert pairs.select("size", "kv_heads", "vs_kv_heads", "comparison", "n_pairs").rows() == \
+        [("dh32", 1, 2, "tested", 4), ("dh32pm", 1, 2, "tested", 4)]
 
 
 def test_a_size_without_an_mha_model_is_refused():

@@ -40,14 +40,19 @@ def expand(sweep: dict) -> dict:
 
     A size may name its own `kv_heads` (for example 4, 2, 1 for 4 query heads of width 32) and
     `match_params: true`: then each model's MLP is widened by what its fewer KV heads removed
-    (`matched_d_mlp`), so attention type is separated from parameter count."""
+    (`matched_d_mlp`), so attention type is separated from parameter count.
+
+    A toy whose spec equals one already expanded (a match_params size's MHA toy is its plain
+    twin's: nothing is taken away, so nothing is given back) is trained and scored once: the first
+    model stands for both cells, its meta listing the other sizes under `also`
+    (`report.sweep.per_model` gives it a row in each)."""
     prefix = sweep.get("prefix", "sweep")
     recipe = dict(sweep["recipe"])
     for key in ("n_kv_heads", "seed"):
         if key in recipe:
             raise ConfigError(f"sweep.recipe.{key}: set by the sweep itself (sweep.kv_heads / sweep.seeds)")
     extra = dict(sweep.get("model", {}))  # model-level keys for every sweep model (tasks, curves, ablation)
-    out = {}
+    out, built = {}, {}  # built: a toy's spec (as text) -> the model that trains it
     for size, arch in sweep["sizes"].items():
         toy = {**recipe, **{k: v for k, v in arch.items() if k not in SIZE_KEYS}}
         heads = int(toy.get("n_heads", 8))
@@ -66,10 +71,14 @@ def expand(sweep: dict) -> dict:
                         raise ConfigError(f"sweep.sizes.{size}: match_params needs {key} in the size or the recipe")
                 shape["d_mlp"] = matched_d_mlp({**shape, "n_heads": heads}, int(kv))
             for seed in sweep["seeds"]:
-                out[model_name(prefix, size, int(kv), int(seed))] = {
+                toy_spec = {**shape, "n_kv_heads": int(kv), "seed": int(seed)}
+                if (same := built.get(repr(sorted(toy_spec.items())))) is not None:
+                    out[same][META].setdefault("also", []).append(size)
+                    continue
+                name = built[repr(sorted(toy_spec.items()))] = model_name(prefix, size, int(kv), int(seed))
+                out[name] = {
                     **extra, "source": "toy", "family": f"{prefix}_{size}_s{seed}",
-                    "toy": {**shape, "n_kv_heads": int(kv), "seed": int(seed)},
-                    META: {"size": size, "kv_heads": int(kv), "seed": int(seed)}}
+                    "toy": toy_spec, META: {"size": size, "kv_heads": int(kv), "seed": int(seed)}}
     return out
 
 

@@ -43,15 +43,14 @@ def _interval(x, ci: float):
 
 
 def per_model(table1, meta: dict, passed: dict, task: str):
-    """One row per sweep model of a Table 1: its size, KV heads, seed, whether it passed its checks
+    """One row per sweep model of a Table 1 and cell (a model that stands for two cells, its meta's
+    `also`, gets a row in each): its size, KV heads, seed, whether it passed its checks
     (`accepted`), shows task behaviour (clean metric better than its floor; e.g. IOI logit
     difference > 0) and may report damage percentages (`damage_ok`: the conditioning rule,
     `tables.damage_condition`), its clean metric and measures. `used`: all three. A bounded ('> K')
     heads-to-threshold is kept as its bound K with `{measure}_censored` = True; the measure and its
     _frac hold observed values only (NaN for a censored curve). `top_head_prompts` says whether the
     top unit's score is held out or, where the curves ran on all prompts, in-sample (`scoring`)."""
-
-
     clean_col = next((c for c in table1.columns if c.startswith("baseline_")), None)
     ok = behaves(table1, task)
     rows = []
@@ -70,20 +69,23 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                         f"{base}_frac_bound": frac if censored else np.nan})
         top, top_prompts = top_head_measure(r)  # held out where the curves were
         damage_ok = r.get("damage_ok")
-        rows.append({**meta[r["model"]], "model": r["model"], "accepted": bool(passed.get(r["model"], True)),
-                     "task_behaviour": bool(ok[i]),
-                     "damage_ok": True if damage_ok is None else str(damage_ok).lower() in ("true", "1"),
-                     "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
-                     "clean": _num(r[clean_col]) if clean_col else np.nan,
-                     "top_head_pct": _num(r[top]), "top_head_prompts": top_prompts,
-                     "top_head_pct_lo": _num(r.get(f"{top}_lo")),
-                     "top_head_pct_hi": _num(r.get(f"{top}_hi")),
-                     "curve_area": _num(r.get("curve_area")),
-                     "rescaled_curve_area": _num(M.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
-                     "cpr": _num(r.get("cpr")), "cmd": _num(r.get("cmd")),  # MIB's sufficiency measures
-                     **h80,
-                     "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
-                     "n_units": int(r["n_units"])})
+        row = {"model": r["model"], "accepted": bool(passed.get(r["model"], True)),
+               "task_behaviour": bool(ok[i]),
+               "damage_ok": True if damage_ok is None else str(damage_ok).lower() in ("true", "1"),
+               "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
+               "clean": _num(r[clean_col]) if clean_col else np.nan,
+               "top_head_pct": _num(r[top]), "top_head_prompts": top_prompts,
+               "top_head_pct_lo": _num(r.get(f"{top}_lo")),
+               "top_head_pct_hi": _num(r.get(f"{top}_hi")),
+               "curve_area": _num(r.get("curve_area")),
+               "rescaled_curve_area": _num(M.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
+               "cpr": _num(r.get("cpr")), "cmd": _num(r.get("cmd")),  # MIB's sufficiency measures
+               **h80,
+               "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
+               "n_units": int(r["n_units"])}
+        cell = {k: v for k, v in meta[r["model"]].items() if k != "also"}
+        for size in [cell["size"], *meta[r["model"]].get("also", [])]:  # a toy that stands for two cells
+            rows.append({**cell, "size": size, **row})
     pm = frame(rows)
     if len(pm):
         pm = pm.with_columns(used=pl.col("accepted") & pl.col("task_behaviour") & pl.col("damage_ok"))
