@@ -35,6 +35,20 @@ def test_compare_verdict(mha, gqa, verdict):
     assert out["mha_top_head_pct"] == mha[0] and out["gqa_top_head_pct"] == gqa[0]
 
 
+def test_compare_reads_the_greedy_heads_to_where_the_curves_have_it():
+    """Ranked and greedy curves disagree (MHA needs fewer heads on the ranked curve, GQA on the greedy
+    one): the verdict follows greedy, the paper's measure and the sweep's, and reports its columns."""
+    def greedy(row, count):
+        return {**row, "heads_to_80_greedy": count, "heads_to_80_greedy_bounded": False,
+                "heads_to_80_greedy_frac": count / row["n_units"]}
+    mha, gqa = greedy(_t1("m", "f", "mha", 30, 2), 6), greedy(_t1("g", "f", "gqa", 60, 5), 1)
+    out = compare(pl.DataFrame([mha]), pl.DataFrame([gqa]))
+    assert out["verdict"].startswith("GQA more concentrated: yes ")
+    assert "heads-to-80% (greedy) GQA fewer" in out["verdict"] and out["gqa_heads_to_80_greedy"] == 1
+    ranked_only = compare(pl.DataFrame([_t1("m", "f", "mha", 30, 2)]), pl.DataFrame([_t1("g", "f", "gqa", 60, 5)]))
+    assert ranked_only["verdict"].startswith("GQA more concentrated: mixed ") and "(ranked) MHA fewer" in ranked_only["verdict"]
+
+
 def test_robustness_pairs_within_families_and_reuses_mha_query_rows_for_kv():
     q = pl.DataFrame([_t1("toy_mha", "toy", "mha", 30, 5), _t1("toy_gqa", "toy", "gqa", 60, 2),
                       _t1("big", "other", "gqa", 90, 1)])

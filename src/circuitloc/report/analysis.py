@@ -88,12 +88,12 @@ def shared_stability_row(task: str, model: str, attention: str, ablation: str, p
 # -- robustness --------------------------------------------------------------------------
 
 def _side(df: pl.DataFrame) -> dict:
-    """One side of a comparison: its models, mean top head score, heads-to-threshold (the ranked
-    curve's `heads_to_{pct}`: mean count, bounded when any model's is; the fraction from each
-    model's count, a bound '> K' at its K, flagged), mean curve area, MIB's CPR and CMD and effective
-    units."""
-
-    name = heads_to_measures(df.columns)[0]
+    """One side of a comparison: its models, mean top head score, heads-to-threshold (the greedy
+    curve's `heads_to_{pct}_greedy`, the paper's measure and the sweep verdicts'; the ranked curve's
+    where the run drew no greedy curve: mean count, bounded when any model's is; the fraction from
+    each model's count, a bound '> K' at its K, flagged), mean curve area, MIB's CPR and CMD and
+    effective units."""
+    name = heads_to_measures(df.columns)[-1]  # greedy when the curves have it (it sorts last)
     h = [M.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored() for r in df.iter_rows(named=True)]
     bounded = any(b for _, _, b in h)
     tops = [top_head_measure(r) for r in df.iter_rows(named=True)]  # held out where the curves were
@@ -137,7 +137,9 @@ def compare(mha: pl.DataFrame, gqa: pl.DataFrame) -> dict:
     if (m["bound"] and g["bound"]) or (m["bound"] and diff <= 0) or (g["bound"] and diff >= 0):
         s2 = 0
     verdict = "yes" if s1 > 0 and s2 > 0 else "no" if s1 < 0 and s2 < 0 else "mixed"
-    label = name.removesuffix("_frac").replace("heads_to_", "heads-to-").replace("_", ".") + "%"  # heads-to-80%
+    base = name.removesuffix("_frac")
+    label = (f"heads-to-{base.removeprefix('heads_to_').removesuffix('_greedy').replace('_', '.')}% "
+             f"({'greedy' if base.endswith('_greedy') else 'ranked'})")  # heads-to-80% (greedy)
     why = (f"top head {'GQA' if s1 > 0 else 'MHA' if s1 < 0 else 'neither'} higher; {label} "
            f"{'GQA fewer' if s2 > 0 else 'MHA fewer' if s2 < 0 else 'undecided'}")
     out = {"verdict": f"GQA more concentrated: {verdict} ({why})"}
