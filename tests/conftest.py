@@ -1,4 +1,6 @@
+import fcntl
 import os
+import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -27,19 +29,29 @@ def tiny_dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory):
+def tiny_run(tmp_path_factory, worker_id):
     """The workflow copied to a scratch directory and run on the tiny test config (default target:
-    every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests."""
-    work = copy_workflow(tmp_path_factory.mktemp("wf"))
-    p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
-    (work / "run.console").write_text(p.stdout + p.stderr)  # what the user saw, for the console tests
+    every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests,
+    and built once per test session: under pytest-xdist the first worker to need it builds it in the
+    session's directory, holding a file lock, and the others wait for it and reuse it. Tests that
+    change a run copy it first."""
+    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else tmp_path_factory.mktemp("shared")
+    work, done = shared / "tiny_run", shared / "tiny_run" / "run.console"
+    with open(shared / "tiny_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():  # not built yet, or a build that failed: from scratch
+            shutil.rmtree(work, ignore_errors=True)
+            copy_workflow(work)
+            p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+            done.write_text(p.stdout + p.stderr)  # what the user saw, for the console tests
     return work
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the order
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist's `--dist loadgroup` (pyproject's addopts), the tests that share an expensive
-    fixture run in one worker, so it is built once: every test over the tiny workflow run in one
-    group, every other test with the tests of its file (module-scoped fixtures)."""
-    for item in items:
-        group = "tiny_run" if "tiny_run" in getattr(item, "fixturenames", ()) else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The tiny run's first user first, so one worker builds it while the others run every test that
+    does not need it; its other users last, when it is built."""
+    def uses(item):
+        return "tiny_run" in getattr(item, "fixturenames", ())
+    users = [item for item in items if uses(item)]
+    items[:] = users[:1] + [item for item in items if not uses(item)] + users[1:]
