@@ -72,10 +72,11 @@ def expand(sweep: dict) -> dict:
                 shape["d_mlp"] = matched_d_mlp({**shape, "n_heads": heads}, int(kv))
             for seed in sweep["seeds"]:
                 toy_spec = {**shape, "n_kv_heads": int(kv), "seed": int(seed)}
-                if (same := built.get(repr(sorted(toy_spec.items())))) is not None:
-                    out[same][META].setdefault("also", []).append(size)
+                key = repr(sorted(toy_spec.items()))
+                if key in built:
+                    out[built[key]][META].setdefault("also", []).append(size)
                     continue
-                name = built[repr(sorted(toy_spec.items()))] = model_name(prefix, size, int(kv), int(seed))
+                name = built[key] = model_name(prefix, size, int(kv), int(seed))
                 out[name] = {
                     **extra, "source": "toy", "family": f"{prefix}_{size}_s{seed}",
                     "toy": toy_spec, META: {"size": size, "kv_heads": int(kv), "seed": int(seed)}}
