@@ -47,7 +47,7 @@ def tiny_run(tmp_path_factory, worker_id):
     return work
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the order
+@pytest.hookimpl(tryfirst=True)  # the order is set before other plugins' hooks see the items
 def pytest_collection_modifyitems(config, items):
     """The tiny run's first user first, so one worker builds it while the others run every test that
     does not need it; its other users last, when it is built."""
