@@ -213,6 +213,9 @@ def _read(path):
 
 def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     work = copy_workflow(tmp_path / "wf")
+    # the local run's models and datasets (mtimes kept): SLURM runs the score, curve and table jobs
+    for stage in ("models", "data"):
+        shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
     env = smk_env(SLURM_CONF=slurm_cluster["SLURM_CONF"], PATH=slurm_cluster["PATH"])
     targets = [f"results/tables/{t}.csv" for t in TABLES]
     t0 = time.monotonic()
@@ -225,6 +228,7 @@ def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     assert p.returncode == 0, (f"snakemake --profile profiles/slurm failed after {took:.0f} s:\n{p.stdout[-4000:]}\n"
                                f"{p.stderr[-6000:]}\n" + _tails(logs[-3:]))
     out = p.stdout + p.stderr
+    assert not (work / "results" / "logs" / "models").exists(), "the local run's models were to be reused"
     # it really went through SLURM: sbatch jobs with their own logs, status from squeue
     assert "SLURM run ID" in out, out[-3000:]
     assert logs, "no SLURM job logs"
