@@ -105,6 +105,8 @@ def test_one_row_per_claim_and_the_paper_form():
     assert df.height == len(C.CLAIMS) and df["claim_id"].n_unique() == df.height
     assert set(df["verdict"]) == {C.UNTESTABLE}
     assert C.pct(56.2, 44.4, 77.0) == "56% [44, 77]" and C.pct(float("nan")) == ""
+    assert C.pct(-0.4) == "0%" and C.pct(-0.4, -2.6, 1.9) == "0% [-3, 2]"  # never '-0%'
+    assert C.pct(-0.6) == "-1%"
 
 
 # the six models of config/paper.yaml: Pythia (MHA) and Qwen2.5 (GQA) are two families, so the

@@ -17,6 +17,7 @@ import polars as pl
 
 from circuitloc.plan.targets import CLAIM_TABLES
 from circuitloc.report.claims_pairing import Run
+from circuitloc.report.paper_tables import pct
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
@@ -39,15 +40,6 @@ def _num(v) -> float:
     except (TypeError, ValueError):
         return math.nan
     return x
-
-
-def pct(value, lo=None, hi=None) -> str:
-    """'56% [44, 77]' (the paper's form); '' for a missing value."""
-    v = _num(value)
-    if math.isnan(v):
-        return ""
-    lo, hi = _num(lo), _num(hi)
-    return f"{v:.0f}%" + (f" [{lo:.0f}, {hi:.0f}]" if not (math.isnan(lo) or math.isnan(hi)) else "")
 
 
 def _heads_to(row: dict) -> tuple[float, bool] | None:

@@ -12,8 +12,14 @@ from circuitloc.metrics import heads_to_label, heads_to_measures
 from circuitloc.plan.vocab import TOP_COLUMN
 
 
-def _pct(v, lo=None, hi=None) -> str:
-    """'56% [44, 77]', or '' for a missing value."""
+def _whole(x: float) -> str:
+    """x rounded to a whole number, never '-0' (a small negative control drop reads 0)."""
+    text = f"{x:.0f}"
+    return "0" if text == "-0" else text
+
+
+def pct(v, lo=None, hi=None) -> str:
+    """'56% [44, 77]' (the paper's form), or '' for a missing value."""
     def num(x):
         try:
             return float(x)
@@ -22,7 +28,7 @@ def _pct(v, lo=None, hi=None) -> str:
     v, lo, hi = num(v), num(lo), num(hi)
     if math.isnan(v):
         return ""
-    return f"{v:.0f}%" + ("" if math.isnan(lo) or math.isnan(hi) else f" [{lo:.0f}, {hi:.0f}]")
+    return f"{_whole(v)}%" + ("" if math.isnan(lo) or math.isnan(hi) else f" [{_whole(lo)}, {_whole(hi)}]")
 
 
 def _params(n) -> str:
@@ -44,8 +50,8 @@ def _count(row: dict, name: str) -> str:
 
 def _threshold_label(name: str) -> str:
     """heads_to_80_greedy -> 'heads-to-80% (greedy)'; heads_to_80 -> 'heads-to-80% (ranked)'."""
-    pct = name.removeprefix("heads_to_").removesuffix("_greedy").replace("_", ".")
-    return f"heads-to-{pct}% ({'greedy' if name.endswith('_greedy') else 'ranked'})"
+    level = name.removeprefix("heads_to_").removesuffix("_greedy").replace("_", ".")
+    return f"heads-to-{level}% ({'greedy' if name.endswith('_greedy') else 'ranked'})"
 
 
 def _num(v, digits: int = 3) -> str:
@@ -63,7 +69,7 @@ def table1_form(df: pl.DataFrame) -> pl.DataFrame:
         row = {"model": r["model"], "attention": r.get("attention", ""), "params": _params(r.get("n_params")),
                "units": r.get("n_units"), f"baseline ({base.removeprefix('baseline_')})" if base else "baseline":
                _num(r.get(base)) if base else "", "top unit": r.get(top, "") if top else "",
-               "top unit score": _pct(r.get("top_head_pct_heldout"), r.get("top_head_pct_heldout_lo"),
+               "top unit score": pct(r.get("top_head_pct_heldout"), r.get("top_head_pct_heldout_lo"),
                                       r.get("top_head_pct_heldout_hi"))}
         row.update({_threshold_label(c): _count(r, c) for c in counts})
         row.update({"curve area": _num(r.get("curve_area")), "effective units": _num(r.get("effective_units")),
@@ -80,8 +86,8 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
     ablated = next((c for c in df.columns if c.endswith("_top_ablated")), None)
     rows = [{"model": r["model"], "attention": r.get("attention", ""), "top unit": r.get(top, "") if top else "",
              "clean": _num(r.get(clean)) if clean else "", "top unit ablated": _num(r.get(ablated)) if ablated else "",
-             "drop": _pct(r.get("drop_pct")), "sign flip": r.get("sign_flip"),
-             "control mean drop": _pct(r.get("control_drop_pct_mean")),
-             "control max drop": _pct(r.get("control_drop_pct_max")), "control draws": r.get("control_draws"),
+             "drop": pct(r.get("drop_pct")), "sign flip": r.get("sign_flip"),
+             "control mean drop": pct(r.get("control_drop_pct_mean")),
+             "control max drop": pct(r.get("control_drop_pct_max")), "control draws": r.get("control_draws"),
              "note": r.get("damage_note") or ""} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
