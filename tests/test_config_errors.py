@@ -112,6 +112,15 @@ def test_a_models_tasks_name_known_tasks_and_leave_one_at_least():
     assert views.model_tasks(_resolve({"models": models, "tasks": {"facts": None}}), "tiny_gqa") == ["ioi", "induction"]
 
 
+def test_a_run_wide_task_key_under_a_model_is_an_error_not_ignored():
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models["tiny_gqa"]["tasks"] = {"facts": {"shared": False}}
+    assert _error({"models": models}) == ("config: models.tiny_gqa.tasks.facts.shared: a setting of the whole "
+                                          "run, not of one model: set tasks.facts.shared instead")
+    models["tiny_gqa"]["tasks"] = {"facts": {"n_score": 8}}  # a per-model setting stays allowed
+    assert _resolve({"models": models})["models"]["tiny_gqa"]["tasks"]["facts"] == {"n_score": 8}
+
+
 def test_a_device_the_jobs_torch_lacks_stops_the_job_with_one_line(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -47,6 +47,22 @@ def take_left_out(models) -> dict:
     return out
 
 
+RUN_WIDE_TASK_KEYS = ("shared",)  # read from tasks.<task> alone: a model's copy would be ignored
+
+
+def check_run_wide_task_keys(models) -> None:
+    """A model's `tasks.<task>` may override the task's settings for that model, except the keys the
+    whole run reads once (the family-shared condition is made of every member of a family): set
+    there, they would be silently ignored."""
+    for model, spec in (models or {}).items() if isinstance(models, dict) else ():
+        own = spec.get("tasks") if isinstance(spec, dict) else None
+        for task, block in (own or {}).items() if isinstance(own, dict) else ():
+            for key in RUN_WIDE_TASK_KEYS:
+                if isinstance(block, dict) and key in block:
+                    raise ConfigError(f"config: models.{model}.tasks.{task}.{key}: a setting of the whole run, "
+                                      f"not of one model: set tasks.{task}.{key} instead")
+
+
 def put_back_left_out(config: dict, left_out: dict) -> None:
     """The nulls `take_left_out` took, back in their models' `tasks:` (plan.views.runs reads them);
     a model that leaves out every task the run has is an error (drop it from models: instead)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from circuitloc.errors import ConfigError
 from circuitloc.plan import vocab
 from circuitloc.plan.checks import (
+    check_run_wide_task_keys,
     check_sizes,
     check_sweep_primary,
     check_task_names,
@@ -78,6 +79,7 @@ def resolve(cfg: dict, root) -> dict:
     # before the unknown-key walk: a misspelt task under a model is an unknown task, not a key
     register_task_modules(cfg.get("task_modules", []))
     left_out = take_left_out(cfg.get("models"))
+    check_run_wide_task_keys(cfg.get("models"))
     check_unknown_keys(cfg, schema)
     if isinstance(cfg.get("tasks"), dict):
         check_task_names(cfg["tasks"])
