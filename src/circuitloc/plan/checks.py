@@ -31,19 +31,25 @@ def check_task_names(tasks: dict, where: str = "tasks") -> None:
                               f"config: {where}.{name}: a helper task, not one the workflow scores")
 
 
+def _model_task_blocks(models):
+    """(model, its spec, its `tasks:` mapping) for every model of the config that gives one."""
+    for model, spec in (models or {}).items() if isinstance(models, dict) else ():
+        own = spec.get("tasks") if isinstance(spec, dict) else None
+        if isinstance(own, dict):
+            yield model, spec, own
+
+
 def take_left_out(models) -> dict:
     """Take every `models.<m>.tasks.<task>: null` (the model leaves that task out) out of the models
     before the schema sees them, which knows a task's block only as a mapping, after checking each
     name a model's `tasks:` gives: model -> [tasks it leaves out]. `put_back_left_out` restores them
     once the config is validated."""
     out = {}
-    for model, spec in (models or {}).items() if isinstance(models, dict) else ():
-        own = spec.get("tasks") if isinstance(spec, dict) else None
-        if isinstance(own, dict):
-            check_task_names(own, f"models.{model}.tasks")
-            if gone := [t for t, block in own.items() if block is None]:
-                out[model] = gone
-                spec["tasks"] = {t: block for t, block in own.items() if block is not None}
+    for model, spec, own in _model_task_blocks(models):
+        check_task_names(own, f"models.{model}.tasks")
+        if gone := [t for t, block in own.items() if block is None]:
+            out[model] = gone
+            spec["tasks"] = {t: block for t, block in own.items() if block is not None}
     return out
 
 
@@ -54,11 +60,10 @@ def check_run_wide_task_keys(models) -> None:
     """A model's `tasks.<task>` may override the task's settings for that model, except the keys the
     whole run reads once (the family-shared condition is made of every member of a family): set
     there, they would be silently ignored."""
-    for model, spec in (models or {}).items() if isinstance(models, dict) else ():
-        own = spec.get("tasks") if isinstance(spec, dict) else None
-        for task, block in (own or {}).items() if isinstance(own, dict) else ():
-            for key in RUN_WIDE_TASK_KEYS:
-                if isinstance(block, dict) and key in block:
+    for model, _, own in _model_task_blocks(models):
+        for task, block in own.items():
+            for key in RUN_WIDE_TASK_KEYS if isinstance(block, dict) else ():
+                if key in block:
                     raise ConfigError(f"config: models.{model}.tasks.{task}.{key}: a setting of the whole run, "
                                       f"not of one model: set tasks.{task}.{key} instead")
 

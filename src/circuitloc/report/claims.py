@@ -17,6 +17,7 @@ import polars as pl
 
 from circuitloc.plan.targets import CLAIM_TABLES
 from circuitloc.report.claims_pairing import Run
+from circuitloc.report.paper_tables import as_float as _num
 from circuitloc.report.paper_tables import pct
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
@@ -32,14 +33,6 @@ def _row(df: pl.DataFrame | None, model: str) -> dict | None:
         return None
     hit = df.filter(pl.col("model") == model)
     return hit.row(0, named=True) if hit.height else None
-
-
-def _num(v) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return x
 
 
 def _heads_to(row: dict) -> tuple[float, bool] | None:

@@ -18,14 +18,17 @@ def _whole(x: float) -> str:
     return "0" if text == "-0" else text
 
 
+def as_float(v) -> float:
+    """A table cell as a float; NaN for a missing or non-numeric one."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def pct(v, lo=None, hi=None) -> str:
     """'56% [44, 77]' (the paper's form), or '' for a missing value."""
-    def num(x):
-        try:
-            return float(x)
-        except (TypeError, ValueError):
-            return math.nan
-    v, lo, hi = num(v), num(lo), num(hi)
+    v, lo, hi = as_float(v), as_float(lo), as_float(hi)
     if math.isnan(v):
         return ""
     return f"{_whole(v)}%" + ("" if math.isnan(lo) or math.isnan(hi) else f" [{_whole(lo)}, {_whole(hi)}]")
