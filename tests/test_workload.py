@@ -42,9 +42,10 @@ def test_full_restates_the_default_models_with_smollm2s_mean_ablation():
     sm = "smollm2_135m"
     assert default[sm]["ablation"]["kinds"] == ["zero"] and default[sm]["ablation"]["units"] == ["query"]
     assert full[sm]["ablation"]["kinds"] == ["zero", "mean"]
-    # the full workload is never smaller than the default's
+    # the full workload is never smaller than the default's, and runs every task the default runs
     for task, sizes in default[sm]["tasks"].items():
-        for k, v in sizes.items():
+        assert full[sm]["tasks"].get(task, {}) is not None, f"config/full.yaml leaves out {sm}'s {task}"
+        for k, v in (sizes or {}).items():
             assert full[sm]["tasks"][task].get(k, _load("config.yaml")["tasks"][task][k]) >= v
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, spearmanr
+# scipy.special, not scipy.stats: the normal quantile and cdf (what norm.ppf/cdf call) without the
+# second of scipy.stats' import that every engine and table job would pay
+from scipy.special import ndtr, ndtri
 
 # How every interval over prompts is read off its resamples (drops, damage, curve steps, the clean
 # span): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
@@ -52,16 +54,16 @@ def _bounds(r: Resampled, ci: float, method: str):
             lo[ok], hi[ok] = np.nanquantile(boots[:, ok], [a, 1 - a], axis=0)
         return lo, hi
     if method == "bca":
-        z = norm.ppf([a, 1 - a])
+        z = ndtri(np.asarray([a, 1 - a]))
         for u in np.flatnonzero(ok):
             b = boots[:, u][np.isfinite(boots[:, u])]
             frac = (np.sum(b < est[u]) + 0.5 * np.sum(b == est[u])) / len(b)
-            z0 = norm.ppf(np.clip(frac, 0.5 / len(b), 1 - 0.5 / len(b)))
+            z0 = ndtri(np.clip(frac, 0.5 / len(b), 1 - 0.5 / len(b)))
             d = np.nanmean(jack[:, u]) - jack[:, u]
             d = d[np.isfinite(d)]
             den = 6 * np.sum(d ** 2) ** 1.5
             acc = float(np.sum(d ** 3) / den) if den > 0 else 0.0
-            lo[u], hi[u] = np.quantile(b, norm.cdf(z0 + (z0 + z) / (1 - acc * (z0 + z))))
+            lo[u], hi[u] = np.quantile(b, ndtr(z0 + (z0 + z) / (1 - acc * (z0 + z))))
         return lo, hi
     if method != "studentized":
         raise ValueError(f"unknown interval method {method!r}: expected one of {', '.join(INTERVAL_METHODS)}")
@@ -171,6 +173,8 @@ def agreement(a, b, labels, k: int = 5) -> dict:
     top_a, top_b = labels[np.argmax(a)], labels[np.argmax(b)]
     k = min(k, len(labels))
     set_a, set_b = set(labels[np.argsort(-a, kind="stable")[:k]]), set(labels[np.argsort(-b, kind="stable")[:k]])
+    from scipy.stats import spearmanr  # here: only the stability tables need it
+
     rho = spearmanr(a, b).statistic if np.std(a) > 0 and np.std(b) > 0 else np.nan
     return {"top_a": str(top_a), "top_b": str(top_b), "same_top": bool(top_a == top_b), "spearman": float(rho),
             f"top{k}_overlap": len(set_a & set_b) / k}
