@@ -49,6 +49,17 @@ def test_a_resolved_config_resolves_to_itself_as_a_layer(layer, tmp_path):
     assert resolve(layered(ROOT, {}, [tmp_path / "run.yaml"]), ROOT) == cfg
 
 
+@pytest.mark.parametrize("configfile", ["config/sweep.yaml", "config/sweep_capacity.yaml"])
+def test_a_sweeps_resolved_config_resolves_to_itself_as_a_layer(configfile, tmp_path):
+    """A sweep's expanded toys ride in the run's config with their `sweep:` record (size, KV heads,
+    seed, and `also`: the other sizes a toy of the same recipe and seed stands for), and the
+    report's `snakemake --report` reads them back: every record key must be one the schema knows."""
+    cfg = resolve(layered(ROOT, {}, [ROOT / configfile]), ROOT)
+    assert any(m.get("sweep") for m in cfg["models"].values())
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(as_layer(cfg, ROOT), sort_keys=False))
+    assert resolve(layered(ROOT, {}, [tmp_path / "run.yaml"]), ROOT) == cfg
+
+
 def test_a_module_gets_its_config_as_one_layer_on_the_default():
     given = yaml.safe_load(TEST_CONFIG.read_text())
     cfg = layered(ROOT, given, configfiles=["ignored.yaml"], as_module=True)
