@@ -17,8 +17,7 @@ import polars as pl
 
 from circuitloc.plan.targets import CLAIM_TABLES
 from circuitloc.report.claims_pairing import Run
-from circuitloc.report.paper_tables import as_float as _num
-from circuitloc.report.paper_tables import pct
+from circuitloc.report.paper_tables import as_float, pct
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
@@ -37,7 +36,7 @@ def _row(df: pl.DataFrame | None, model: str) -> dict | None:
 
 def _heads_to(row: dict) -> tuple[float, bool] | None:
     """(greedy heads-to-80%, bounded) of a Table 1 row, or None where the damage is not defined."""
-    v = _num(row.get("heads_to_80_greedy"))
+    v = as_float(row.get("heads_to_80_greedy"))
     if math.isnan(v) or row.get("damage_ok") in (False, "False"):
         return None
     return v, row.get("heads_to_80_greedy_bounded") in (True, "True")
@@ -123,11 +122,11 @@ def top_head_ratio(run: Run) -> dict:
         a, b = _row(t1, p.mha), _row(t1, p.gqa)
         if not a or not b:
             continue
-        ma, mb = _num(a.get("top_head_pct_heldout")), _num(b.get("top_head_pct_heldout"))
+        ma, mb = as_float(a.get("top_head_pct_heldout")), as_float(b.get("top_head_pct_heldout"))
         if math.isnan(ma) or math.isnan(mb) or ma <= 0:
             continue
-        lo_a, hi_a = _num(a.get("top_head_pct_heldout_lo")), _num(a.get("top_head_pct_heldout_hi"))
-        lo_b, hi_b = _num(b.get("top_head_pct_heldout_lo")), _num(b.get("top_head_pct_heldout_hi"))
+        lo_a, hi_a = as_float(a.get("top_head_pct_heldout_lo")), as_float(a.get("top_head_pct_heldout_hi"))
+        lo_b, hi_b = as_float(b.get("top_head_pct_heldout_lo")), as_float(b.get("top_head_pct_heldout_hi"))
         ratios.append(mb / ma)
         # a conservative interval for the ratio: the extremes of the two intervals
         intervals.append((lo_b / hi_a if hi_a > 0 else math.nan, hi_b / lo_a if lo_a > 0 else math.inf))
@@ -190,14 +189,15 @@ def top_head_necessary(run: Run) -> dict:
     parts, ivals, ok, used = [], [], True, []
     for m in models:
         r2, r1 = _row(run.table(IOI_T2), m), _row(run.table(IOI_T1), m)
-        if not r2 or r2.get("damage_ok") in (False, "False") or math.isnan(_num(r2.get("drop_pct"))):
+        if not r2 or r2.get("damage_ok") in (False, "False") or math.isnan(as_float(r2.get("drop_pct"))):
             continue
         flip = r2.get("sign_flip") in (True, "True")
-        drop = _num(r2["drop_pct"])
+        drop = as_float(r2["drop_pct"])
         ok &= flip or drop >= TOP_REMOVES
         used.append(m)
         parts.append(f"{m}: {pct(drop)}{' (sign flips)' if flip else ''}")
-        lo, hi = (_num(r1.get("top_head_pct_heldout_lo")), _num(r1.get("top_head_pct_heldout_hi"))) if r1 else (0, 0)
+        lo, hi = ((as_float(r1.get("top_head_pct_heldout_lo")), as_float(r1.get("top_head_pct_heldout_hi")))
+                  if r1 else (0, 0))
         ivals.append(f"{m}: [{lo:.0f}, {hi:.0f}]" if r1 and not (math.isnan(lo) or math.isnan(hi)) else None)
     if not used:
         return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
@@ -213,13 +213,13 @@ def random_heads_harmless(run: Run) -> dict:
     if why := _missing(run, IOI_T2):
         return _untestable(cid, text, why)
     t2 = run.table(IOI_T2)
-    rows = [r for r in t2.iter_rows(named=True) if not math.isnan(_num(r.get("control_drop_pct_mean")))]
+    rows = [r for r in t2.iter_rows(named=True) if not math.isnan(as_float(r.get("control_drop_pct_mean")))]
     if not rows:
         return _untestable(cid, text, "no model has a control draw")
-    ok = all(_num(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
+    ok = all(as_float(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
     return Claim(cid, text, [r["model"] for r in rows],
-                 "; ".join(f"{r['model']}: mean {_num(r['control_drop_pct_mean']):.1f}%, max "
-                           f"{_num(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
+                 "; ".join(f"{r['model']}: mean {as_float(r['control_drop_pct_mean']):.1f}%, max "
+                           f"{as_float(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
                  HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
                                          "logit difference over the control draws; no interval: the draws' mean and "
                                          "max are the measured value").row()
