@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-# scipy.special, not scipy.stats: the normal quantile and cdf (what norm.ppf/cdf call) without the
-# second of scipy.stats' import that every engine and table job would pay
+# scipy.special, not scipy.stats: the normal quantile and cdf (what norm.ppf/cdf call) without
+# importing scipy.stats, about 0.65 s that every engine and table job would pay
 from scipy.special import ndtr, ndtri
 
 # How every interval over prompts is read off its resamples (drops, damage, curve steps, the clean
