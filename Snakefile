@@ -35,6 +35,7 @@ report: report_text(ROOT)
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/datasets.smk"
+include: "rules/stages.smk"
 include: "rules/scores.smk"
 include: "rules/curves.smk"
 include: "rules/tables.smk"

@@ -4,9 +4,13 @@
     python bench/toy_step.py                       # toy_mha of config/config.yaml, steps 0-79
     python bench/toy_step.py --model toy_gqa --steps 100
 
-Two columns in one run, on the same model, optimiser state and batches:
-  per-step  the training loop as circuitloc.models.toy._train runs it (Corpus.batch(step) each step)
-  up-front  the same batches built once before the loop (the "generate the data once per run" lever)
+Three columns in one run, each from the same initial model, optimiser state and batches:
+  per-step  every position projected onto the vocabulary, Corpus.batch(step) built each step
+  up-front  the same, with the batches built once before the loop (the "generate the data once per
+            run" lever)
+  trained   the loss as circuitloc.models.toy.training.batch_loss takes it: under `loss: targets`
+            only the labelled positions are projected (`--config config/sweep_capacity.yaml
+            --model sweep_small_kv1_s0` for a sweep toy; under `loss: all` it equals per-step)
 and a line with the step's cost relative to its forward + backward time, plus this core's fp32
 matmul rate (a 2048^2 torch.mm) and the step's matmul FLOPs counted from the model's shapes, as a
 fraction of it. The first `--warmup` steps of each column are not timed.
@@ -57,9 +61,14 @@ def setup(spec: dict):
     return s, tok, corpus, model, opt, sched
 
 
-def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool) -> dict:
-    """The loop of toy._train (same ops in the same order), each phase timed."""
+def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool, trained: bool = False) -> dict:
+    """The training loop (same ops in the same order), each phase timed; `trained`: the loss as
+    training.batch_loss takes it, else over every position's logits."""
+    from types import SimpleNamespace
+
     import torch
+
+    from circuitloc.models.toy.training import batch_loss
 
     t = {"data": 0.0, "forward": 0.0, "backward": 0.0, "optimizer": 0.0}
     tokens = width = 0
@@ -73,9 +82,12 @@ def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool) -> dict:
         t0 = time.perf_counter()
         ids, labels = batches[step] if upfront else corpus.batch(step)
         t1 = time.perf_counter()
-        logits = model(input_ids=ids).logits
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+        if trained:
+            loss = batch_loss(SimpleNamespace(s=s, model=model), ids, labels)
+        else:
+            logits = model(input_ids=ids).logits
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
         t2 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -109,28 +121,32 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.steps <= args.warmup:
         sys.exit("bench/toy_step.py: --steps must exceed --warmup")
-    models = yaml.safe_load(Path(args.config).read_text())["models"]
+    sys.path.insert(0, str(ROOT / "src"))
+    from circuitloc.plan.workflow_config import layered, resolve
+
+    models = resolve(layered(ROOT, {}, [args.config]), ROOT)["models"]  # a sweep's toys too
     if args.model not in models or "toy" not in models[args.model]:
         sys.exit(f"bench/toy_step.py: {args.config} has no toy model {args.model!r}")
     torch.set_num_threads(1)
     cols = {}
-    for mode in ("per-step", "up-front"):
+    modes = ("per-step", "up-front", "trained")
+    for mode in modes:
         s, tok, corpus, model, opt, sched = setup(dict(models[args.model]["toy"]))
-        cols[mode] = run(s, corpus, model, opt, sched, args.steps, args.warmup, mode == "up-front")
+        cols[mode] = run(s, corpus, model, opt, sched, args.steps, args.warmup, mode == "up-front", mode == "trained")
     rate = matmul_rate()
     n_params = sum(p.numel() for p in model.parameters())
     print(f"toy {args.model}: {s['n_layers']}L d{s['d_model']} {s['n_heads']}q/{s['n_kv_heads']}kv, "
           f"{n_params / 1e6:.2f}M params, vocab {len(tok)}, batch {s['batch']}; steps {args.warmup}-"
-          f"{args.steps - 1} timed ({args.steps - args.warmup}), 1 thread, torch {torch.__version__}")
-    print(f"{'ms per step':14s}{'per-step':>10s}{'up-front':>10s}")
-    for k in ("data", "forward", "backward", "optimizer"):
-        print(f"{k:14s}{1e3 * cols['per-step'][k]:10.1f}{1e3 * cols['up-front'][k]:10.1f}")
+          f"{args.steps - 1} timed ({args.steps - args.warmup}), 1 thread, torch {torch.__version__}, "
+          f"loss: {s['loss']}")
+    print(f"{'ms per step':18s}" + "".join(f"{m:>10s}" for m in modes))
     for mode, c in cols.items():
-        c["total"] = sum(c[k] for k in ("data", "forward", "backward", "optimizer"))
+        c["step"] = sum(c[k] for k in ("data", "forward", "backward", "optimizer"))
         c["fb"] = c["forward"] + c["backward"]
-    print(f"{'step':14s}{1e3 * cols['per-step']['total']:10.1f}{1e3 * cols['up-front']['total']:10.1f}")
-    print(f"{'step / (fwd+bwd)':14s}{cols['per-step']['total'] / cols['per-step']['fb']:9.2f}x"
-          f"{cols['up-front']['total'] / cols['up-front']['fb']:9.2f}x")
+    for k in ("data", "forward", "backward", "optimizer", "step"):
+        print(f"{k:18s}" + "".join(f"{1e3 * cols[m][k]:10.1f}" for m in modes))
+    print(f"{'step / (fwd+bwd)':18s}" + "".join(f"{cols[m]['step'] / cols[m]['fb']:9.2f}x" for m in modes))
+    print(f"{'step / per-step':18s}" + "".join(f"{cols[m]['step'] / cols['per-step']['step']:9.2f}x" for m in modes))
     c = cols["per-step"]
     flops = step_matmul_flops(s, len(tok), c["tokens"], c["width"])
     print(f"fp32 matmul rate of this core (2048^2 torch.mm, 1 thread): {rate / 1e9:.1f} GFLOP/s; "

@@ -12,8 +12,10 @@ MODELS = views.models(config)
 TASKS = views.tasks(config)
 ABLATIONS = views.ablations(config)
 SWEEP_MODELS = views.sweep_models(config)
-# one score rule and one curve rule per list of ablations that models share (plan.groups)
+# one score rule and one curve rule per list of ablations that models share; with group_stages, one
+# rule per list of tasks and ablations whose models run all their stages in one job (plan.groups)
 ABLATION_GROUPS = groups.ablation_groups(config)
+STAGE_GROUPS = groups.stage_groups(config)
 # the DAG of the run that makes the cost table, as its cost job reads it (the Snakefile's onstart)
 DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 

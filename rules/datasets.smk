@@ -7,6 +7,7 @@ rule dataset:
         filter="results/data/{task}/{model}.filter.json",
     wildcard_constraints:
         task=views.one_of(TASKS),
+        model=views.one_of(groups.stage_free_models(config)),
     params:
         cfg=lambda wc: views.dataset_config(config, wc.task, wc.model),
         seed=config["seed"],

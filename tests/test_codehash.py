@@ -190,8 +190,11 @@ def _rules_running(run, module):
         for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
             # `rule name:`, or a rule made in a loop: `rule:` with `name: groups.group_rule(config, "scores", _i)`
+            # or `name: groups.stage_rule(...)` (model_stages)
             name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+[\w.]*group_rule\([^"]*"(\w+)"', block)
-            if script:
+            if script and not name and re.search(r"name:\s+groups\.stage_rule\(", block):
+                rules["model_stages"] = script.group(1)
+            elif script:
                 rules[name.group(1)] = script.group(1)
         # `use rule a as b with:` runs a's script
         for parent, child in re.findall(r"^use rule (\w+) as (\w+)", smk_file.read_text(), flags=re.M):

@@ -142,3 +142,15 @@ def test_the_sweeps_primary_kinds_must_be_kinds_it_runs():
         "config: sweep.primary.kinds: mean not among the sweep's ablation kinds (zero; ablation.kinds)")
     assert _resolve({"sweep": sweep, "ablation": {"kinds": ["zero", "mean"]}})["sweep"]["primary"]["kinds"] == \
         ["zero", "mean"]
+
+
+def test_group_stages_needs_grouped_ablations_and_no_family_shared_condition():
+    # the .test config has a two-model family with facts_shared
+    assert _error({"group_stages": True}) == (
+        "config: group_stages: true cannot build the family-shared condition facts_shared inside one model's job; "
+        "set group_stages: false, or tasks.<task>.shared: false")
+    no_shared = {"group_stages": True, "tasks": {"facts": {"shared": False}}}
+    assert _error({**no_shared, "group_ablations": False}) == (
+        "config: group_stages: true runs every ablation of a model in one job; it needs group_ablations: true "
+        "(set one of them false)")
+    assert _resolve(no_shared)["group_stages"] is True

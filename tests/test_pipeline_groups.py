@@ -52,8 +52,8 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
         P.score(job, dataset, a, _score_files(alone, [a])[0])
         P.curve(job, dataset, a, _curve_files(alone, [a])[0])
-    P.for_each_ablation(P.score, job, dataset, ABLATIONS, _score_files(grouped, ABLATIONS))
-    P.for_each_ablation(P.curve, job, dataset, ABLATIONS, _curve_files(grouped, ABLATIONS))
+    P.for_each_ablation(P.score, job, dataset, dict(zip(ABLATIONS, _score_files(grouped, ABLATIONS))))
+    P.for_each_ablation(P.curve, job, dataset, dict(zip(ABLATIONS, _curve_files(grouped, ABLATIONS))))
     for a in ABLATIONS:
         for k in ("scores", "prompts", "curve", "control"):
             got, want = io.read_parquet(str(grouped[a]).format(k)), io.read_parquet(str(alone[a]).format(k))
@@ -67,9 +67,9 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
 def test_a_failing_ablation_names_itself(data, tmp_path):
     _, card, dataset = data
     with pytest.raises(Exception, match="bogus"):
-        P.for_each_ablation(P.score, _job(card), dataset, ["zero-query", "bogus-query"],
-                            [ScoreFiles(tmp_path / "a.parquet", tmp_path / "a.p.parquet"),
-                             ScoreFiles(tmp_path / "b.parquet", tmp_path / "b.p.parquet")])
+        P.for_each_ablation(P.score, _job(card), dataset,
+                            {"zero-query": ScoreFiles(tmp_path / "a.parquet", tmp_path / "a.p.parquet"),
+                             "bogus-query": ScoreFiles(tmp_path / "b.parquet", tmp_path / "b.p.parquet")})
     assert pl.read_parquet(tmp_path / "a.parquet").height > 0  # the ablation before it was written
 
 
@@ -89,7 +89,7 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
         return P.score(job, data, ablation, out, **k)
 
     with pytest.raises(RuntimeError, match="killed"):
-        P.for_each_ablation(failing_third, _job(card), dataset, abls, outs, stash=resume.Stash(tmp_path / "stash", key))
+        P.for_each_ablation(failing_third, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
     first = io.read_parquet(outs[0].scores)
     for out in outs:  # what Snakemake does with a failed job's outputs
         for p in out.outputs():
@@ -100,7 +100,7 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
         calls.append(ablation)
         return P.score(job, data, ablation, out, **k)
 
-    P.for_each_ablation(counting, _job(card), dataset, abls, outs, stash=resume.Stash(tmp_path / "stash", key))
+    P.for_each_ablation(counting, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
     assert calls == ["mean-query"]
     assert_frame_equal(io.read_parquet(outs[0].scores), first, check_exact=True)
     assert all(p.exists() for out in outs for p in out.outputs())

@@ -165,6 +165,30 @@ def test_score_jobs_are_grouped_by_the_models_list_of_ablations():
     assert groups.group_rule(same, "curves", groups.ablation_groups(same)[0][0]) == "curves"
 
 
+def test_group_stages_gives_each_model_one_job_for_its_datasets_scores_and_curves():
+    cfg = _config(group_stages=True, tasks={"facts": {"shared": False}})
+    assert groups.ablation_groups(cfg) == []  # no score or curve rule is left for any model
+    assert groups.stage_free_models(cfg) == []
+    got = groups.stage_groups(cfg)
+    assert got == [(views.model_tasks(cfg, "tiny_mha"), views.model_ablations(cfg, "tiny_mha"), ["tiny_mha"]),
+                   (views.model_tasks(cfg, "tiny_gqa"), views.model_ablations(cfg, "tiny_gqa"), ["tiny_gqa"])]
+    assert groups.stage_rule(cfg, *got[1][:2]).startswith("model_stages__ioi_induction_facts__zero_query_")
+    wc = NS(model="tiny_gqa")
+    settings = groups.stage_settings(cfg, got[1][0])(wc)
+    assert settings["ioi"] == {"dataset": views.dataset_config(cfg, "ioi", "tiny_gqa"),
+                               "metric": views.task_metric(cfg, "ioi"),
+                               "curves": views.curve_config(cfg, "ioi", "tiny_gqa")}
+    files = inputs.stage_inputs(cfg, ROOT, got[1][0])(wc)
+    assert {k.split("__")[0] for k in files} == {"ioi", "facts"}  # induction reads no resource file
+    # its request is the sum of the nine jobs it replaces (three tasks); without it the same models
+    # get per-stage rules
+    one = groups.job_resources(cfg, "model_stages")["runtime"](wc)
+    parts = sum(groups.job_resources(cfg, s)["runtime"](wc) for s in ("dataset", "scores", "curves"))
+    assert one == 3 * parts
+    plain = _config(tasks={"facts": {"shared": False}})
+    assert groups.stage_groups(plain) == [] and len(groups.ablation_groups(plain)) == 2
+
+
 def test_long_jobs_come_first():
     cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "real": {"source": "hf", "hf": "x/r"}})
     p = lambda *a: groups.job_priority(cfg, *a)

@@ -57,7 +57,7 @@ def test_a_score_job_uses_a_kind_of_the_test_suite(pooled, tiny_dirs, tmp_path):
     job = JobSettings(card=card, batch_tokens=4096, task="ioi", min_group=10_000, seed=0)
     out = {a: ScoreFiles(tmp_path / f"{a}.parquet", tmp_path / f"{a}.prompts.parquet")
            for a in ("pooled-query", "mean-query", "zero-query")}
-    P.for_each_ablation(P.score, job, data, list(out), list(out.values()))
+    P.for_each_ablation(P.score, job, data, out)
     got, mean, zero = (io.read_parquet(out[a].scores) for a in out)
     assert_frame_equal(got, mean, check_exact=True)
     assert got["aligned"].to_list() == [0.0] * len(got)

@@ -50,8 +50,9 @@ def test_sweep_config_dag_has_one_training_job_per_model():
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     assert int(stats["model"]) == n == 40
     assert int(stats["sweep_tables"]) == 3 * 3  # per task, zero ablation of query heads, kv groups and layers
-    assert int(stats["scores"]) == n * 3  # every toy on three tasks, its three units in one job each
-    assert "dataset_shared" not in stats and "scores" in stats  # tasks.facts.shared: false
+    # group_stages: one job per toy for its datasets, scores and curves of all three tasks
+    assert int(stats["model_stages"]) == n
+    assert not {"dataset", "scores", "curves", "dataset_shared"} & set(stats)  # tasks.facts.shared: false
     # the cluster sweep: valid against the schema, 10 seeds x (4 KV counts x 3 sizes + 3 x 2 capacity sizes)
     from snakemake.utils import validate
 

@@ -157,6 +157,25 @@ def test_short_training_is_deterministic(facts_path, tmp_path):
     assert r3["checks"] != r1["checks"]
 
 
+def test_targets_loss_projects_only_labelled_positions_and_equals_the_full_loss(facts_path):
+    """`loss: targets` projects only the labelled positions onto the vocabulary: the same loss and
+    gradients as cross-entropy over every position's logits with the unlabelled ones ignored."""
+    from circuitloc.models.toy.recipe import resolve_spec
+    from circuitloc.models.toy.training import batch_loss, prepare
+
+    run = prepare(resolve_spec(spec(facts_path, loss="targets", batch=24)))
+    ids, labels = run.corpus.batch(3)
+    assert 0 < int((labels[:, 1:] != -100).sum()) < labels[:, 1:].numel() // 2  # few positions carry a label
+    fast = batch_loss(run, ids, labels)
+    fast_grads = torch.autograd.grad(fast, list(run.model.parameters()))
+    logits = run.model(input_ids=ids).logits
+    full = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                             labels[:, 1:].reshape(-1), ignore_index=-100)
+    full_grads = torch.autograd.grad(full, list(run.model.parameters()))
+    assert abs(fast.item() - full.item()) < 1e-5
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(fast_grads, full_grads, strict=True))
+
+
 def test_failed_acceptance_raises_and_writes_nothing(facts_path, tmp_path):
     out = tmp_path / "sub" / "toy"
     s = spec(facts_path, steps=5, acceptance={"enforce": True, "icl_loss": -1.0})

@@ -233,16 +233,17 @@ def test_changing_one_model_reruns_only_its_jobs(tiny_run):
 
 @pytest.mark.workflow
 def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path):
-    """Summation order exercised on every machine: the scoring of VARIANT_TABLES reruns on tiny_gqa's
-    stored model and datasets with another max_batch_tokens (other batch splits), 2 torch threads per job and, on x86-64, AVX2
-    kernels instead of the widest the CPU has; the tables must match the goldens within the same
+    """Summation order exercised on every machine: the datasets and scoring of VARIANT_TABLES rerun on
+    tiny_gqa's stored model with another max_batch_tokens (other batch splits), 2 torch threads per
+    job and, on x86-64, AVX2 kernels instead of the widest the CPU has, all of a model's stages in one
+    job (group_stages: the sweep's way); the tables must match the goldens within the same
     tolerances."""
     work = copy_workflow(tmp_path / "wf")
-    for stage in ("models", "data"):
-        shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
+    shutil.copytree(tiny_run / "results" / "models", work / "results" / "models")
     cfg = yaml.safe_load((work / ".test" / "config.yaml").read_text())
     cfg["max_batch_tokens"] = 1000
     cfg["models"] = {"tiny_gqa": cfg["models"]["tiny_gqa"]}
+    cfg["group_stages"] = True  # a family of one: no shared condition
     (work / "variant.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = {}
     if platform.machine().lower() in ("x86_64", "amd64"):
@@ -251,9 +252,11 @@ def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path
 
     targets = [f"results/tables/{t}.csv" for t in VARIANT_TABLES]
     # targets first: --configfile and --set-threads each take every word that follows them
-    smk(*targets, "--cores", "2", "--configfile", "variant.yaml", "--set-threads", "scores=2", "curves=2",
+    smk(*targets, "--cores", "2", "--configfile", "variant.yaml", "--set-threads", "model_stages=2",
         "specificity=2", cwd=work, env=smk_env(**env), timeout=1500)
     assert not (work / "results" / "logs" / "models").exists(), "the variant must score the same models"
+    logs = work / "results" / "logs"
+    assert (logs / "model_stages" / "tiny_gqa.log").is_file() and not (logs / "scores").exists()
     for table in VARIANT_TABLES:
         assert_matches_expected(read_table(work, table), table, models=["tiny_gqa"])
 

@@ -65,6 +65,11 @@ class Stash:
             _link(Path(p), slot / str(i))
         (slot / "done").write_text("")  # last: a slot without it is incomplete
 
+    def part(self, prefix: str) -> Part:
+        """The slots under `prefix/` as a stash of their own, for a stage inside a job that runs
+        several (`engine.stages`): clearing it keeps them, the whole job's `clear` removes them."""
+        return Part(self, prefix)
+
     def clear(self) -> None:
         """The job's stash, and its parent folders up to the first hidden one while they are empty."""
         shutil.rmtree(self.root, ignore_errors=True)
@@ -75,6 +80,22 @@ class Stash:
                 break
             if parent.name.startswith("."):
                 break
+
+
+class Part:
+    """A stage's view of its job's stash (`Stash.part`)."""
+
+    def __init__(self, stash: Stash, prefix: str):
+        self.stash, self.prefix = stash, prefix
+
+    def restore(self, ablation: str, paths: list) -> bool:
+        return self.stash.restore(f"{self.prefix}/{ablation}", paths)
+
+    def keep(self, ablation: str, paths: list) -> None:
+        self.stash.keep(f"{self.prefix}/{ablation}", paths)
+
+    def clear(self) -> None:
+        """Nothing: the stage's slots stay until the whole job succeeds."""
 
 
 def _link(src: Path, dst: Path) -> None:

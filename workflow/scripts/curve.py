@@ -11,5 +11,5 @@ job = JobSettings.from_params(dict(snakemake.params.items()), run(read_card, sna
                               task=snakemake.wildcards.task, curves=snakemake.params.cfg)
 out = snakemake.output
 files = [CurveFiles(s, c, k) for s, c, k in zip(snakemake.input.scores, out.curve, out.control, strict=True)]
-run(for_each_ablation, curve, job, snakemake.input.data, snakemake.params.ablations, files,
+run(for_each_ablation, curve, job, snakemake.input.data, dict(zip(snakemake.params.ablations, files, strict=True)),
     stash=for_job(snakemake, snakemake.params.resume))

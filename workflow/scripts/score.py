@@ -10,5 +10,5 @@ setup(log_path=snakemake.log[0], threads=snakemake.threads)
 job = JobSettings.from_params(dict(snakemake.params.items()), run(read_card, snakemake.input.card),
                               task=snakemake.wildcards.task)
 files = [ScoreFiles(s, p) for s, p in zip(snakemake.output.scores, snakemake.output.prompts, strict=True)]
-run(for_each_ablation, score, job, snakemake.input.data, snakemake.params.ablations, files,
+run(for_each_ablation, score, job, snakemake.input.data, dict(zip(snakemake.params.ablations, files, strict=True)),
     stash=for_job(snakemake, snakemake.params.resume))

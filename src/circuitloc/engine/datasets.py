@@ -18,14 +18,15 @@ from circuitloc.tasks.registry import build_dataset as task_dataset
 from circuitloc.tasks.registry import task_of
 
 
-def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet, out_filter):
+def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet, out_filter, loaded=None):
     """A task's dataset for one model (`tasks.registry.build_dataset`) and the row counts each filter
     removed. `cfg`: the task's dataset config; `inputs`: the resource files the rule declares
     (ioi_templates, ioi_names, ..., or ioi_templates and fahamu, facts); the job reads exactly those
-    (None: the shipped resources and the configured paths)."""
+    (None: the shipped resources and the configured paths). `loaded`: a (model, tokenizer) the
+    job already holds."""
 
     task_name, card = job.task, job.card
-    model, tok = load_engine(card, job.device)
+    model, tok = loaded or load_engine(card, job.device)
 
     def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
         scanner = scanner_for(card, (model, tok), job.batch_tokens, job.device, card.get("engine", "auto"))

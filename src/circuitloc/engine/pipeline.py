@@ -38,18 +38,19 @@ def _dataset(job: JobSettings, dataset) -> pl.DataFrame:
         io.read_parquet(dataset, dataset_columns(job.task), f"{job.task} dataset")
 
 
-def for_each_ablation(fn, job: JobSettings, dataset, ablations: list, files: list, stash=None):
+def for_each_ablation(fn, job: JobSettings, dataset, files: dict, stash=None, loaded=None):
     """`fn` (score or curve) once per ablation of one model on one task, in one job: one model load
     and one dataset read for all of them, still one file per ablation. A job's fixed cost (imports,
     loading the model: ~5 s) is most of a toy's; this pays it once per model and task, not once per
-    ablation. `files`: one `ScoreFiles` or `CurveFiles` per ablation. Each ablation starts from the
+    ablation. `files`: {ablation: its `ScoreFiles` or `CurveFiles`}, in the order to run them. Each ablation starts from the
     torch seed a job of its own would have, so no number depends on the grouping
     (tests/test_pipeline_groups.py). `stash`: a `resume.Stash` that keeps each finished ablation's
-    outputs, so a failed or killed job loses none of them."""
+    outputs, so a failed or killed job loses none of them. `loaded`: a (model, tokenizer) the job
+    already holds (engine.stages: one load for every stage of a model)."""
 
     full = _dataset(job, dataset)
-    loaded, checked = None, False
-    for ablation, out in zip(ablations, files, strict=True):
+    checked = False
+    for ablation, out in files.items():
         if stash is not None and stash.restore(ablation, out.outputs()):
             log.info("%s %s/%s/%s: finished by an earlier, interrupted run of this job; kept", fn.__name__,
                      job.task, job.card["name"], ablation)

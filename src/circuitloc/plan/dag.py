@@ -8,7 +8,7 @@ from pathlib import Path
 from circuitloc.atomic import read_json, write_json
 
 # pipeline order of the stages in the table (a stage not listed comes after these)
-STAGES = ("model", "dataset", "dataset_shared", "scores", "curves", "tables", "mib_importances", "figures",
+STAGES = ("model", "dataset", "dataset_shared", "model_stages", "scores", "curves", "tables", "mib_importances", "figures",
           "figure_scale", "specificity", "specificity_table", "stability", "robustness", "sweep_tables", "sweep_overview",
           "claims", "landing")
 STAGE_ALIASES = {"model_hf": "model"}  # a rule that counts under another stage

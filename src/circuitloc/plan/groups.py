@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import os
 
+from circuitloc.errors import ConfigError
 from circuitloc.plan import vocab
 from circuitloc.plan.resources import estimate, requested_keys
-from circuitloc.plan.views import ablations, model_ablations, model_spec, models
+from circuitloc.plan.views import (
+    ablations,
+    curve_config,
+    dataset_config,
+    model_ablations,
+    model_spec,
+    model_tasks,
+    models,
+    shared_tasks,
+    task_metric,
+)
 
 # Snakemake starts the ready job of highest priority first. On 2 cores the long jobs (toy training,
 # a pretrained model's score and curve chain) must start early or one of them runs alone at the
@@ -22,13 +33,65 @@ from circuitloc.plan.views import ablations, model_ablations, model_spec, models
 PRIORITY = {"model": 50, "dataset": 40, "pretrained": 30, "toy": 20, "specificity": 10}
 
 
+def staged_models(config) -> list[str]:
+    """The models whose datasets, scores and curves run in one job per model (`group_stages`)."""
+    return models(config) if config.get("group_stages") else []
+
+
+def stage_free_models(config) -> list[str]:
+    """The models whose datasets, scores and curves run in jobs of their own."""
+    staged = set(staged_models(config))
+    return [m for m in models(config) if m not in staged]
+
+
+def check_group_stages(config) -> None:
+    """`group_stages` runs all of a model's ablations of every task in one job: that needs
+    `group_ablations`, and no family-shared condition (its dataset waits on every member's own
+    dataset, so it cannot be built inside one member's job)."""
+    if not config.get("group_stages"):
+        return
+    if not config["group_ablations"]:
+        raise ConfigError("config: group_stages: true runs every ablation of a model in one job; it needs "
+                          "group_ablations: true (set one of them false)")
+    if shared_tasks(config):
+        raise ConfigError(f"config: group_stages: true cannot build the family-shared condition "
+                          f"{', '.join(shared_tasks(config))} inside one model's job; set group_stages: false, or "
+                          f"tasks.<task>.shared: false")
+
+
+def stage_groups(config) -> list[tuple[list[str], list[str], list[str]]]:
+    """(tasks, ablations, models) of every rule that runs a model's stages in one job: the staged
+    models that share one list of tasks and one of ablations (a rule's outputs are fixed)."""
+    out: dict[tuple, list] = {}
+    for m in staged_models(config):
+        out.setdefault((tuple(model_tasks(config, m)), tuple(model_ablations(config, m))), []).append(m)
+    return [(list(ts), list(abls), ms) for (ts, abls), ms in out.items()]
+
+
+def stage_rule(config, tasks, abls) -> str:
+    """The name of the rule running the stages of `tasks` under `abls`: `model_stages` when one rule
+    serves every staged model, else with its tasks and ablations appended."""
+    if len(stage_groups(config)) == 1:
+        return "model_stages"
+    return "model_stages__" + "_".join(tasks) + "__" + "_".join(a.replace("-", "_") for a in abls)
+
+
+def stage_settings(config, tasks):
+    """The params function of a staged job: per task, what its dataset, score and curve jobs would
+    be told (dataset config, metric, curve config), so it reruns exactly when one of them would."""
+    return lambda wc: {t: {"dataset": dataset_config(config, t, wc.model), "metric": task_metric(config, t),
+                           "curves": curve_config(config, t, wc.model)} for t in tasks}
+
+
 def ablation_groups(config) -> list[tuple[list[str], list[str]]]:
     """(ablations, models) of every score rule and curve rule: the models that share one list of
-    ablations, or with `group_ablations: false` one entry per ablation and its models."""
+    ablations, or with `group_ablations: false` one entry per ablation and its models. Models whose
+    stages run in one job (`group_stages`) have no score or curve rule of their own."""
+    free = stage_free_models(config)
     if not config["group_ablations"]:
-        return [([a], [m for m in models(config) if a in model_ablations(config, m)]) for a in ablations(config)]
+        return [([a], [m for m in free if a in model_ablations(config, m)]) for a in ablations(config)]
     out: dict[tuple, list] = {}
-    for m in models(config):
+    for m in free:
         out.setdefault(tuple(model_ablations(config, m)), []).append(m)
     return [(list(abls), ms) for abls, ms in out.items()]
 
@@ -64,7 +127,7 @@ def group_of(config, model) -> list[str]:
 def job_priority(config, stage, group_models=()) -> int:
     """The `priority:` of a rule: by stage; scores and curves by whether any of the rule's models
     (`group_models`: those of its ablation group) is pretrained."""
-    if stage in ("scores", "curves"):
+    if stage in ("scores", "curves", "model_stages"):
         toys = all(model_spec(config, m).get("source") == "toy" for m in group_models)
         return PRIORITY["toy" if toys else "pretrained"]
     return PRIORITY[stage]
@@ -77,8 +140,8 @@ def job_resources(config, stage, per_model=True) -> dict:
 
     def value(key):
         if per_model:
-            return lambda wc: estimate(config, model_spec(config, wc.model), stage,
-                                       len(group_of(config, wc.model))).get(key)
+            return lambda wc: estimate(config, model_spec(config, wc.model), stage, len(group_of(config, wc.model)),
+                                       n_tasks=len(model_tasks(config, wc.model))).get(key)
         return lambda wc: estimate(config, None, stage).get(key)
 
     return {k: value(k) for k in requested_keys(config, config["models"])}

