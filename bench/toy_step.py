@@ -63,7 +63,8 @@ def setup(spec: dict):
 
 def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool, trained: bool = False) -> dict:
     """The training loop (same ops in the same order), each phase timed; `trained`: the loss as
-    training.batch_loss takes it, else over every position's logits."""
+    training.batch_loss takes it under the recipe's `loss`, else as under `loss: all` (every
+    position's logits; with `loss: targets` labels, the same loss)."""
     from types import SimpleNamespace
 
     import torch
@@ -82,12 +83,7 @@ def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool, trained: boo
         t0 = time.perf_counter()
         ids, labels = batches[step] if upfront else corpus.batch(step)
         t1 = time.perf_counter()
-        if trained:
-            loss = batch_loss(SimpleNamespace(s=s, model=model), ids, labels)
-        else:
-            logits = model(input_ids=ids).logits
-            loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+        loss = batch_loss(SimpleNamespace(s=s if trained else {**s, "loss": "all"}, model=model), ids, labels)
         t2 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()

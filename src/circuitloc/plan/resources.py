@@ -46,12 +46,10 @@ def estimate(config: dict, spec: dict | None, stage: str, n_ablations: int = 1, 
     'small', or 'model_stages': a model's datasets, scores and curves of `n_tasks` tasks in one job)
     on the model whose config entry is `spec` (None for a job over many models), with the config's
     overrides applied. `n_ablations`: how many ablations one score or curve job runs."""
-    cuda = config["device"] == "cuda"
     if stage == "model_stages":  # the sum of the jobs it replaces, the largest of their memories
         parts = [_request(config, spec, s, n_ablations) for s in ("dataset", "scores", "curves")]
-        res = {"mem_mb": max(p["mem_mb"] for p in parts), "runtime": n_tasks * sum(p["runtime"] for p in parts)}
-        if cuda:
-            res["gpu"] = 1
+        res = {**parts[-1], "mem_mb": max(p["mem_mb"] for p in parts),
+               "runtime": n_tasks * sum(p["runtime"] for p in parts)}  # and a GPU where they ask for one
         return _overridden(config, spec, "dataset", res)
     return _overridden(config, spec, stage, _request(config, spec, stage, n_ablations))
 
