@@ -1,43 +1,43 @@
-rule figures:
-    input:
-        # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
-        cards=lambda wc: [views.card(m) for m in targets.figure_models(config, wc.task, wc.ablation)],
-        scores=lambda wc: [f"results/scores/{wc.task}/{m}/{wc.ablation}.parquet"
-                           for m in targets.figure_models(config, wc.task, wc.ablation)],
-        curves=lambda wc: [f"results/curves/{wc.task}/{m}/{wc.ablation}.parquet"
-                           for m in targets.figure_models(config, wc.task, wc.ablation)],
-    output:
-        fig1=report(
-            "results/figures/fig1_heatmap_{task}_{ablation}.png",
-            caption="../report/fig1_heatmap.rst",
-            category="{task}",
-            subcategory="{ablation} ablation",
-            labels={"output": "Figure 1: head heatmap", "task": "{task}", "ablation": "{ablation}"},
-        ),
-        fig1_pdf="results/figures/fig1_heatmap_{task}_{ablation}.pdf",
-        fig2=report(
-            "results/figures/fig2_curves_{task}_{ablation}.png",
-            caption="../report/fig2_curves.rst",
-            category="{task}",
-            subcategory="{ablation} ablation",
-            labels={"output": "Figure 2: ablation curves", "task": "{task}", "ablation": "{ablation}"},
-        ),
-        fig2_pdf="results/figures/fig2_curves_{task}_{ablation}.pdf",
-    params:
-        threshold=config["curves"]["threshold"],
-        models=lambda wc: targets.figure_models(config, wc.task, wc.ablation),
-        n_models=lambda wc: len(views.models_for(config, wc.task, wc.ablation)),
-        code=code_version("figures.py"),
-    log:
-        "results/logs/figures/figures_{task}_{ablation}.log",
-    benchmark:
-        "results/benchmarks/figures/{task}/{ablation}.tsv",
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../workflow/scripts/figures.py"
+# One job per task draws Figures 1 and 2 of each of its ablations (a figure job is mostly importing
+# matplotlib); tasks that share one list of ablations share a rule (plan.targets.figure_groups).
+for _tasks, _ablations in targets.figure_groups(config):
+
+    rule:
+        name:
+            targets.figure_rule(config, _ablations)
+        input:
+            # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
+            unpack(targets.figure_inputs(config, _ablations)),
+        output:
+            fig1=[report(f"results/figures/fig1_heatmap_{{task}}_{a}.png", caption="../report/fig1_heatmap.rst",
+                         category="{task}", subcategory=f"{a} ablation",
+                         labels={"output": "Figure 1: head heatmap", "task": "{task}", "ablation": a})
+                  for a in _ablations],
+            fig1_pdf=[f"results/figures/fig1_heatmap_{{task}}_{a}.pdf" for a in _ablations],
+            fig2=[report(f"results/figures/fig2_curves_{{task}}_{a}.png", caption="../report/fig2_curves.rst",
+                         category="{task}", subcategory=f"{a} ablation",
+                         labels={"output": "Figure 2: ablation curves", "task": "{task}", "ablation": a})
+                  for a in _ablations],
+            fig2_pdf=[f"results/figures/fig2_curves_{{task}}_{a}.pdf" for a in _ablations],
+        wildcard_constraints:
+            task=views.one_of(_tasks),
+        params:
+            ablations=_ablations,
+            threshold=config["curves"]["threshold"],
+            # {ablation: the models drawn}, {ablation: how many it has}
+            models=targets.figure_shown(config, _ablations),
+            n_models=targets.figure_totals(config, _ablations),
+            code=code_version("figures.py"),
+        log:
+            "results/logs/figures/figures_{task}.log",
+        benchmark:
+            "results/benchmarks/figures/{task}.tsv"
+        resources:
+            **job_resources("small", per_model=False),
+        conda:
+            "../envs/report.yaml"
+        script:
+            "../workflow/scripts/figures.py"
 
 
 rule figure_scale:

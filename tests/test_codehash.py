@@ -190,10 +190,12 @@ def _rules_running(run, module):
         for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
             # `rule name:`, or a rule made in a loop: `rule:` with `name: groups.group_rule(config, "scores", _i)`
-            # or `name: groups.stage_rule(...)` (model_stages)
+            # or `name: groups.stage_rule(...)` (model_stages), `name: targets.figure_rule(...)` (figures)
             name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+[\w.]*group_rule\([^"]*"(\w+)"', block)
             if script and not name and re.search(r"name:\s+groups\.stage_rule\(", block):
                 rules["model_stages"] = script.group(1)
+            elif script and not name and re.search(r"name:\s+targets\.figure_rule\(", block):
+                rules["figures"] = script.group(1)  # one rule when every task has the same ablations
             elif script:
                 rules[name.group(1)] = script.group(1)
         # `use rule a as b with:` runs a's script

@@ -127,10 +127,13 @@ def test_sweep_figures_read_a_sample():
         m = re.match(r"(?:local)?rule (figures|tables):", block.strip())
         if m:
             inputs = re.search(r"^\s+input: (.*)$", block, flags=re.M).group(1).split(", ")
-            n = len([f for f in inputs if f.startswith("results/scores/")])
-            if m.group(1) == "figures":
+            scores = [f for f in inputs if f.startswith("results/scores/")]
+            if m.group(1) == "figures":  # one job per task: at most the cap per ablation
                 figs += 1
-                assert 0 < n <= cap
+                per_ablation = {}
+                for f in scores:
+                    per_ablation[f.rsplit("/", 1)[1]] = per_ablation.get(f.rsplit("/", 1)[1], 0) + 1
+                assert len(per_ablation) == 3 and all(0 < n <= cap for n in per_ablation.values()), per_ablation
             else:
-                tabs = max(tabs, n)
+                tabs = max(tabs, len(scores))
     assert figs and tabs > cap

@@ -4,15 +4,17 @@ from circuitloc.report.figures import fig_curves, fig_heatmap
 from circuitloc.report.jobs import FigureFiles, TableJob
 from circuitloc.runner import run, setup
 
-
-def _by_model(files):
-    return dict(zip(snakemake.params.models, files))
-
-
+# one job per task: Figures 1 and 2 of each ablation (inputs and outputs by the ablation's position)
 setup(log_path=snakemake.log[0])
-job, out = TableJob.from_rule(snakemake.wildcards, dict(snakemake.params.items())), snakemake.output
-shown, total = len(snakemake.params.models), int(snakemake.params.n_models)
-note = "" if shown == total else f"{shown} of {total} models (figures.max_models)"
-run(fig_heatmap, job, _by_model(snakemake.input.scores), FigureFiles(out.fig1, out.fig1_pdf), note=note)
-run(fig_curves, job, _by_model(snakemake.input.cards), _by_model(snakemake.input.curves),
-    FigureFiles(out.fig2, out.fig2_pdf), note=note)
+params, out, task = dict(snakemake.params.items()), snakemake.output, snakemake.wildcards.task
+for i, ablation in enumerate(params["ablations"]):
+    models = params["models"][ablation]
+    shown, total = len(models), int(params["n_models"][ablation])
+    note = "" if shown == total else f"{shown} of {total} models (figures.max_models)"
+    job = TableJob(task, ablation, float(params["threshold"]))
+
+    def by_model(kind):
+        return dict(zip(models, snakemake.input[f"{kind}_{i}"]))
+
+    run(fig_heatmap, job, by_model("scores"), FigureFiles(out.fig1[i], out.fig1_pdf[i]), note=note)
+    run(fig_curves, job, by_model("cards"), by_model("curves"), FigureFiles(out.fig2[i], out.fig2_pdf[i]), note=note)

@@ -72,6 +72,49 @@ def stability_files(config, task) -> list[str]:
                    for k in ("scores", "prompts", "dataset", "shared") if e.get(k)})
 
 
+def figure_groups(config) -> list[tuple[list[str], list[str]]]:
+    """(tasks, ablations) of every figure rule: the tasks that share one list of table pairs' ablations
+    (one figure job per task draws Figures 1 and 2 of each of its ablations: a figure job is mostly
+    importing matplotlib)."""
+    out: dict[tuple, list] = {}
+    for t in dict.fromkeys(t for t, _ in table_pairs(config)):
+        out.setdefault(tuple(a for tt, a in table_pairs(config) if tt == t), []).append(t)
+    return [(ts, list(abls)) for abls, ts in out.items()]
+
+
+def figure_rule(config, abls) -> str:
+    """`figures` when one rule serves every task, else with its ablations appended."""
+    if len(figure_groups(config)) == 1:
+        return "figures"
+    return "figures__" + "_".join(a.replace("-", "_") for a in abls)
+
+
+def figure_inputs(config, abls):
+    """The input function of a figure job over `abls`: per ablation (by position) the cards, scores
+    and curves of the models it draws."""
+
+    def files(wc) -> dict:
+        out = {}
+        for i, a in enumerate(abls):
+            shown = figure_models(config, wc.task, a)
+            out[f"cards_{i}"] = [card(m) for m in shown]
+            out[f"scores_{i}"] = [f"results/scores/{wc.task}/{m}/{a}.parquet" for m in shown]
+            out[f"curves_{i}"] = [f"results/curves/{wc.task}/{m}/{a}.parquet" for m in shown]
+        return out
+
+    return files
+
+
+def figure_shown(config, abls):
+    """The params function {ablation: the models its figures draw} of a figure job over `abls`."""
+    return lambda wc: {a: figure_models(config, wc.task, a) for a in abls}
+
+
+def figure_totals(config, abls):
+    """The params function {ablation: how many models it has} (a figure's title says "k of n")."""
+    return lambda wc: {a: len(models_for(config, wc.task, a)) for a in abls}
+
+
 def figure_models(config, task, ablation) -> list[str]:
     """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
     scored (circuitloc.plan.sweep.figure_sample says which); the tables keep every model."""
