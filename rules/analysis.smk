@@ -1,33 +1,43 @@
-rule specificity:
-    input:
-        card="results/models/{model}/card.json",
-        data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
-        scores=lambda wc: [
-            f"results/scores/{t}/{wc.model}/{wc.ablation}.parquet" for t in views.model_tasks(config, wc.model)
-        ],
-        neutral=inputs.neutral_text(config, ROOT),
-    output:
-        "results/specificity/{model}/{ablation}.parquet",
-    params:
-        tasks=lambda wc: views.model_tasks(config, wc.model),
-        opts=lambda wc: views.ablation_opts(config, wc.model),
-        metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
-        bootstrap=views.bootstrap_opts(config),
-        batch_tokens=config["max_batch_tokens"],
-        device=config["device"],
-        code=code_version("specificity.py"),
-    log:
-        "results/logs/specificity/{model}/{ablation}.log",
-    benchmark:
-        "results/benchmarks/specificity/{model}/{ablation}.tsv",
-    threads: 1
-    priority: job_priority("specificity")
-    resources:
-        **job_resources("specificity"),
-    conda:
-        "../envs/circuitloc.yaml"
-    script:
-        "../workflow/scripts/specificity.py"
+# One job per model runs every ablation of the model (or one per ablation with `group_ablations:
+# false`; circuitloc.plan.groups), one file per ablation.
+for _ablations, _models in groups.specificity_groups(config):
+
+    rule:
+        name:
+            groups.group_rule(config, "specificity", _ablations)
+        input:
+            card="results/models/{model}/card.json",
+            data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
+            scores=lambda wc, abls=_ablations: [f"results/scores/{t}/{wc.model}/{a}.parquet"
+                                                for a in abls for t in views.model_tasks(config, wc.model)],
+            neutral=inputs.neutral_text(config, ROOT),
+        output:
+            [f"results/specificity/{{model}}/{a}.parquet" for a in _ablations],
+        wildcard_constraints:
+            model=views.one_of(_models),
+        params:
+            ablations=_ablations,
+            tasks=lambda wc: views.model_tasks(config, wc.model),
+            opts=lambda wc: views.ablation_opts(config, wc.model),
+            metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
+            bootstrap=views.bootstrap_opts(config),
+            batch_tokens=config["max_batch_tokens"],
+            device=config["device"],
+            code=code_version("specificity.py"),
+            # finished ablations of a failed or killed job (circuitloc.resume)
+            resume=lambda wc, abls=_ablations: f"results/.resume/specificity/{wc.model}{groups.group_tag(config, abls)}",
+        log:
+            f"results/logs/specificity/{{model}}{groups.group_tag(config, _ablations)}.log",
+        benchmark:
+            f"results/benchmarks/specificity/{{model}}{groups.group_tag(config, _ablations)}.tsv"
+        threads: 1
+        priority: job_priority("specificity")
+        resources:
+            **job_resources("specificity"),
+        conda:
+            "../envs/circuitloc.yaml"
+        script:
+            "../workflow/scripts/specificity.py"
 
 
 rule specificity_table:

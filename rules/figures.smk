@@ -1,10 +1,10 @@
 # One job per task draws Figures 1 and 2 of each of its ablations (a figure job is mostly importing
-# matplotlib); tasks that share one list of ablations share a rule (plan.targets.figure_groups).
-for _tasks, _ablations in targets.figure_groups(config):
+# matplotlib); tasks that share one list of ablations share a rule (plan.targets.task_groups).
+for _tasks, _ablations in targets.task_groups(config):
 
     rule:
         name:
-            targets.figure_rule(config, _ablations)
+            targets.task_rule(config, "figures", _ablations)
         input:
             # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
             unpack(targets.figure_inputs(config, _ablations)),
@@ -24,9 +24,9 @@ for _tasks, _ablations in targets.figure_groups(config):
         params:
             ablations=_ablations,
             threshold=config["curves"]["threshold"],
-            # {ablation: the models drawn}, {ablation: how many it has}
+            # {ablation: the models drawn}, {ablation: all its models} (a sample's title says "k of n")
             models=targets.figure_shown(config, _ablations),
-            n_models=targets.figure_totals(config, _ablations),
+            all_models=targets.per_ablation_models(config, _ablations),
             code=code_version("figures.py"),
         log:
             "results/logs/figures/figures_{task}.log",

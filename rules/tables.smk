@@ -41,25 +41,32 @@ rule tables:
 
 # Each model's unit scores in MIB's node-importance form (circuitloc.report.mib): one folder per
 # task and model holding importances.json, as MIB's circuit track reads them.
-rule mib_importances:
-    input:
-        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task, wc.ablation)],
-        scores=lambda wc: targets.per_model(config, "results/scores/{task}/{model}/{ablation}.parquet", wc),
-    output:
-        importances=directory("results/mib/{task}/{ablation}"),
-    params:
-        models=lambda wc: views.models_for(config, wc.task, wc.ablation),
-        code=code_version("mib_importances.py"),
-    log:
-        "results/logs/tables/mib_{task}_{ablation}.log",
-    benchmark:
-        "results/benchmarks/mib_importances/{task}/{ablation}.tsv"
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../workflow/scripts/mib_importances.py"
+# One job per task writes every ablation's folder (tasks that share one list of ablations share a rule).
+for _tasks, _ablations in targets.task_groups(config):
+
+    rule:
+        name:
+            targets.task_rule(config, "mib_importances", _ablations)
+        input:
+            unpack(targets.mib_inputs(config, _ablations)),
+        output:
+            importances=[directory(f"results/mib/{{task}}/{a}") for a in _ablations],
+        wildcard_constraints:
+            task=views.one_of(_tasks),
+        params:
+            ablations=_ablations,
+            models=targets.per_ablation_models(config, _ablations),
+            code=code_version("mib_importances.py"),
+        log:
+            "results/logs/tables/mib_{task}.log",
+        benchmark:
+            "results/benchmarks/mib_importances/{task}.tsv"
+        resources:
+            **job_resources("small", per_model=False),
+        conda:
+            "../envs/report.yaml"
+        script:
+            "../workflow/scripts/mib_importances.py"
 
 
 rule claims:

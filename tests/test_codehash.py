@@ -14,6 +14,7 @@ from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk, smk_env, st
 
 from circuitloc.plan import codehash
 from circuitloc.plan.codehash import closure, code_hash
+from circuitloc.plan.dag import stage_of
 
 SCRIPTS = ROOT / "workflow" / "scripts"
 
@@ -190,12 +191,11 @@ def _rules_running(run, module):
         for block in re.split(r"\n(?=\s*rule[ \w]*:)", smk_file.read_text()):
             script = re.search(r'    script:\n\s+"\.\./workflow/scripts/([\w.]+)"', block)
             # `rule name:`, or a rule made in a loop: `rule:` with `name: groups.group_rule(config, "scores", _i)`
-            # or `name: groups.stage_rule(...)` (model_stages), `name: targets.figure_rule(...)` (figures)
-            name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+[\w.]*group_rule\([^"]*"(\w+)"', block)
+            # or `name: targets.task_rule(config, "figures", _ablations)` (one job per task), or
+            # `name: groups.stage_rule(...)` (model_stages)
+            name = re.match(r"\s*rule (\w+):", block) or re.search(r'name:\s+[\w.]*(?:group|task)_rule\([^"]*"(\w+)"', block)
             if script and not name and re.search(r"name:\s+groups\.stage_rule\(", block):
                 rules["model_stages"] = script.group(1)
-            elif script and not name and re.search(r"name:\s+targets\.figure_rule\(", block):
-                rules["figures"] = script.group(1)  # one rule when every task has the same ablations
             elif script:
                 rules[name.group(1)] = script.group(1)
         # `use rule a as b with:` runs a's script
@@ -255,7 +255,7 @@ def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
     assert {"figures", "figure_scale"} <= set(affected)
     assert {"figures", "figure_scale", "report"} <= {rule for rule, _ in planned}
     assert planned == _planned(finished, "--forcerun", *affected)
-    assert not {rule for rule, _ in planned} & {"model", "dataset", "scores", "curves", "specificity"}
+    assert not {stage_of(rule) for rule, _ in planned} & {"model", "dataset", "scores", "curves", "specificity"}
 
 
 def test_cost_module_edit_plans_only_the_cost_table_and_report(finished):

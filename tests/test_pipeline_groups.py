@@ -1,14 +1,17 @@
-"""One job per task and model (pipeline.for_each_ablation) writes, for every ablation, the same
-files as one job per ablation did: one model load changes no number."""
+"""One job per task and model (pipeline.for_each_ablation), and one specificity job per model
+(pipeline.specificity_each), write for every ablation the same files as one job per ablation did:
+one model load changes no number."""
 
 import polars as pl
 import pytest
+import torch
 from helpers import card_for, ioi_shaped
 from polars.testing import assert_frame_equal
+from workflow_helpers import ROOT
 
 from circuitloc import io, resume
 from circuitloc.engine import pipeline as P
-from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles, SpecificityFiles
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.common import mark_scoring
 
@@ -62,6 +65,29 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     # the ablations differ from each other, so a mix-up of files would show above
     drops = {a: io.read_parquet(str(grouped[a]).format("scores"))["drop"].to_list() for a in ABLATIONS}
     assert drops["zero-query"] != drops["mean-kv"] != drops["resample-layer"]
+
+
+def test_one_specificity_job_per_model_equals_one_job_per_ablation(data, tmp_path):
+    root, card, dataset = data
+    job = _job(card, bootstrap=BOOT)
+    abls = ["zero-query", "resample-kv", "mean-layer"]
+    for a in abls:
+        P.score(job, dataset, a, ScoreFiles(str(tmp_path / f"{a}.scores.parquet"), str(tmp_path / f"{a}.pp.parquet")))
+
+    def files(way, a):
+        return SpecificityFiles(datasets={"ioi": str(dataset)}, scores={"ioi": str(tmp_path / f"{a}.scores.parquet")},
+                                neutral=str(ROOT / "resources" / "neutral.txt"), out=str(tmp_path / f"{way}.{a}.parquet"))
+
+    for a in abls:  # the old way: a job per ablation, its seed set before it loads the model
+        torch.manual_seed(job.seed)
+        P.specificity(job, a, files("alone", a))
+    torch.manual_seed(123)  # whatever state the job is in: each ablation starts from the job's seed
+    P.specificity_each(job, {a: files("grouped", a) for a in abls})
+    got = {a: io.read_parquet(files("grouped", a).out) for a in abls}
+    for a in abls:
+        assert got[a].height == 1 and got[a]["ablation"].to_list() == [a]
+        assert_frame_equal(got[a], io.read_parquet(files("alone", a).out), check_exact=True)
+    assert got["zero-query"]["damage_ioi"].to_list() != got["mean-layer"]["damage_ioi"].to_list()
 
 
 def test_a_failing_ablation_names_itself(data, tmp_path):

@@ -68,11 +68,12 @@ def config_error(layer) -> str:
 
 
 def _directory_outputs() -> re.Pattern:
-    """The rules' directory() outputs (rules/*.smk) as one pattern, each wildcard one path segment."""
+    """The rules' directory() outputs (rules/*.smk) as one pattern, each wildcard one path segment
+    (and each {name} of an f-string: `directory(f"results/mib/{{task}}/{a}")`, a rule made per list)."""
     pats = []
     for smk_file in sorted((ROOT / "rules").glob("*.smk")):
-        for path in re.findall(r"directory\(\s*\"([^\"]+)\"", smk_file.read_text()):
-            parts = re.split(r"(\{[^}]+\})", path)
+        for path in re.findall(r"directory\(\s*f?\"([^\"]+)\"", smk_file.read_text()):
+            parts = re.split(r"(\{+[^}]+\}+)", path)
             pats.append("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts))
     return re.compile("|".join(f"(?:{p})" for p in pats))
 

@@ -9,7 +9,7 @@ setup(log_path=snakemake.log[0])
 params, out, task = dict(snakemake.params.items()), snakemake.output, snakemake.wildcards.task
 for i, ablation in enumerate(params["ablations"]):
     models = params["models"][ablation]
-    shown, total = len(models), int(params["n_models"][ablation])
+    shown, total = len(models), len(params["all_models"][ablation])
     note = "" if shown == total else f"{shown} of {total} models (figures.max_models)"
     job = TableJob(task, ablation, float(params["threshold"]))
 

@@ -49,15 +49,25 @@ def for_each_ablation(fn, job: JobSettings, dataset, files: dict, stash=None, lo
     already holds (engine.stages: one load for every stage of a model)."""
 
     full = _dataset(job, dataset)
+    _each(f"{fn.__name__} {job.task}/", job, files, stash, loaded,
+          lambda ablation, out, held, check: fn(job, full, ablation, out, loaded=held, self_check=check))
+
+
+def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> None:
+    """The loop of a job of several ablations: each from the torch seed a job of its own would have,
+    each finished one kept in `stash`, one already there (an interrupted run's) not computed again;
+    the model loaded once (`loaded`, if the job holds it already). `compute(ablation, files,
+    loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation."""
+
     checked = False
     for ablation, out in files.items():
         if stash is not None and stash.restore(ablation, out.outputs()):
-            log.info("%s %s/%s/%s: finished by an earlier, interrupted run of this job; kept", fn.__name__,
-                     job.task, job.card["name"], ablation)
+            log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card["name"],
+                     ablation)
             continue
         loaded = loaded or load_engine(job.card, job.device)
         torch.manual_seed(job.seed)
-        fn(job, full, ablation, out, loaded=loaded, self_check=not checked)
+        compute(ablation, out, loaded, not checked)
         checked = True
         if stash is not None:
             stash.keep(ablation, out.outputs())
@@ -173,15 +183,24 @@ def _tops_on(job: JobSettings, data, ablation: str, tops: dict, loaded) -> tuple
     return aj, v[0], v[1:], iv
 
 
-def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_coverage: float = 0.9):
+def specificity_each(job: JobSettings, files: dict, stash=None):
+    """`specificity` once per ablation of one model, in one job (one import of torch and one model
+    load for all; a job of its own per ablation paid those ~4 s each): `files` {ablation:
+    `SpecificityFiles`}. The numbers are those of one job per ablation (each starts from the same
+    torch seed); `stash`: a `resume.Stash` keeping each finished ablation."""
+    _each("specificity ", job, files, stash, None,
+          lambda ablation, out, held, _check: specificity(job, ablation, out, loaded=held))
+
+
+def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_coverage: float = 0.9, loaded=None):
     """Each task's top unit ablated on every task's scoring prompts (damage) and on neutral text
     (the rise of the next-token loss, relative to the clean loss): a unit that breaks everything is
     not a task circuit. Each task is ranked on its metric (`job.metrics`; a task not named: its
     default). With `job.bootstrap` each damage and the neutral rise carry an interval over prompts
     (`_lo`, `_hi`), and the verdict decides a cut only where the interval lies on one side of it
-    (`metrics.specificity_verdict`: else 'unclear (a or b)')."""
+    (`metrics.specificity_verdict`: else 'unclear (a or b)'). `loaded`: a (model, tokenizer) to reuse."""
 
-    loaded = load_engine(job.card, job.device)
+    loaded = loaded or load_engine(job.card, job.device)
     tops = {t: read_ranked(p)["unit"][0] for t, p in files.scores.items()}
     nan = float("nan")
     damage: dict = {}

@@ -87,3 +87,6 @@ class SpecificityFiles:
     scores: dict
     neutral: str
     out: str
+
+    def outputs(self) -> list:
+        return [self.out]

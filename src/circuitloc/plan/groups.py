@@ -1,8 +1,9 @@
-"""How the score and curve jobs are cut, named and ordered, and what each job asks its executor for.
+"""How the score, curve and specificity jobs are cut, named and ordered, and what each job asks its
+executor for.
 
 A job's fixed cost (imports, loading the model: ~5 s) is most of a toy's compute, so one job runs
-every ablation of a model on a task (circuitloc.engine.pipeline.for_each_ablation), still writing
-one file per ablation. A rule's outputs are fixed, so the models that share one list of ablations
+every ablation of a model on a task (circuitloc.engine.pipeline.for_each_ablation; specificity: of
+a model, on all its tasks), still writing one file per ablation. A rule's outputs are fixed, so the models that share one list of ablations
 share a rule. `group_ablations: false` gives every ablation its own job again: shorter jobs for a
 cluster's time limits and more of them in parallel, where a model is large."""
 
@@ -87,11 +88,20 @@ def ablation_groups(config) -> list[tuple[list[str], list[str]]]:
     """(ablations, models) of every score rule and curve rule: the models that share one list of
     ablations, or with `group_ablations: false` one entry per ablation and its models. Models whose
     stages run in one job (`group_stages`) have no score or curve rule of their own."""
-    free = stage_free_models(config)
+    return _by_ablations(config, stage_free_models(config))
+
+
+def specificity_groups(config) -> list[tuple[list[str], list[str]]]:
+    """(ablations, models) of every specificity rule: as `ablation_groups`, over every model (a
+    model's stages in one job leave its specificity job as it is)."""
+    return _by_ablations(config, models(config))
+
+
+def _by_ablations(config, ms) -> list[tuple[list[str], list[str]]]:
     if not config["group_ablations"]:
-        return [([a], [m for m in free if a in model_ablations(config, m)]) for a in ablations(config)]
+        return [([a], [m for m in ms if a in model_ablations(config, m)]) for a in ablations(config)]
     out: dict[tuple, list] = {}
-    for m in free:
+    for m in ms:
         out.setdefault(tuple(model_ablations(config, m)), []).append(m)
     return [(list(abls), ms) for abls, ms in out.items()]
 
@@ -100,7 +110,7 @@ def group_rule(config, stage, abls) -> str:
     """The name of the rule running `abls` at `stage`: the stage itself when every model shares one
     list of ablations (the usual case), else the stage, its kinds and its units
     (`scores__zero_mean__query`), so every rule can be found by its name."""
-    if len(ablation_groups(config)) == 1:
+    if len(specificity_groups(config) if stage == "specificity" else ablation_groups(config)) == 1:
         return stage
     kinds, units = zip(*map(vocab.parse_ablation, abls))
     return f"{stage}__{'_'.join(dict.fromkeys(kinds))}__{'_'.join(dict.fromkeys(units))}"
@@ -120,7 +130,7 @@ def resume_dir(config, stage, abls):
 
 
 def group_of(config, model) -> list[str]:
-    """The ablations one score or curve job runs for `model`: all of them when grouped, else one."""
+    """The ablations one score, curve or specificity job runs for `model`: all of them when grouped, else one."""
     return model_ablations(config, model) if config["group_ablations"] else model_ablations(config, model)[:1]
 
 

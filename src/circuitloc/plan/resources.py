@@ -45,7 +45,7 @@ def estimate(config: dict, spec: dict | None, stage: str, n_ablations: int = 1, 
     """The request of one job of `stage` ('model', 'dataset', 'scores', 'curves', 'specificity',
     'small', or 'model_stages': a model's datasets, scores and curves of `n_tasks` tasks in one job)
     on the model whose config entry is `spec` (None for a job over many models), with the config's
-    overrides applied. `n_ablations`: how many ablations one score or curve job runs."""
+    overrides applied. `n_ablations`: how many ablations one score, curve or specificity job runs."""
     if stage == "model_stages":  # the sum of the jobs it replaces, the largest of their memories
         parts = [_request(config, spec, s, n_ablations) for s in ("dataset", "scores", "curves")]
         res = {**parts[-1], "mem_mb": max(p["mem_mb"] for p in parts),
@@ -69,7 +69,7 @@ def _request(config: dict, spec: dict | None, stage: str, n_ablations: int) -> d
         base, k = RUNTIME[stage]
         mem_gb = 2 + (2 * weights_gb if stage in GPU_STAGES else 0)
         per_unit = units / 100 if stage in ("scores", "curves", "specificity") else 1  # datasets: passes over prompts
-        if spec and stage in ("scores", "curves"):
+        if spec and stage in ("scores", "curves", "specificity"):  # one job runs each of its ablations
             per_unit *= n_ablations
         runtime = base + k * params_b * per_unit * (1 if cuda else CPU_SLOWDOWN)
     res = {"mem_mb": int(1024 * math.ceil(mem_gb)), "runtime": int(math.ceil(runtime))}

@@ -72,21 +72,21 @@ def stability_files(config, task) -> list[str]:
                    for k in ("scores", "prompts", "dataset", "shared") if e.get(k)})
 
 
-def figure_groups(config) -> list[tuple[list[str], list[str]]]:
-    """(tasks, ablations) of every figure rule: the tasks that share one list of table pairs' ablations
-    (one figure job per task draws Figures 1 and 2 of each of its ablations: a figure job is mostly
-    importing matplotlib)."""
+def task_groups(config) -> list[tuple[list[str], list[str]]]:
+    """(tasks, ablations) of every per-task rule (figures, MIB importances): the tasks that share one
+    list of table pairs' ablations. One such job per task does all its ablations: a figure or table
+    job is mostly starting Python and importing its libraries."""
     out: dict[tuple, list] = {}
     for t in dict.fromkeys(t for t, _ in table_pairs(config)):
         out.setdefault(tuple(a for tt, a in table_pairs(config) if tt == t), []).append(t)
     return [(ts, list(abls)) for abls, ts in out.items()]
 
 
-def figure_rule(config, abls) -> str:
-    """`figures` when one rule serves every task, else with its ablations appended."""
-    if len(figure_groups(config)) == 1:
-        return "figures"
-    return "figures__" + "_".join(a.replace("-", "_") for a in abls)
+def task_rule(config, stem: str, abls) -> str:
+    """`stem` when one rule serves every task, else with its ablations appended."""
+    if len(task_groups(config)) == 1:
+        return stem
+    return f"{stem}__" + "_".join(a.replace("-", "_") for a in abls)
 
 
 def figure_inputs(config, abls):
@@ -110,9 +110,24 @@ def figure_shown(config, abls):
     return lambda wc: {a: figure_models(config, wc.task, a) for a in abls}
 
 
-def figure_totals(config, abls):
-    """The params function {ablation: how many models it has} (a figure's title says "k of n")."""
-    return lambda wc: {a: len(models_for(config, wc.task, a)) for a in abls}
+def mib_inputs(config, abls):
+    """The input function of an MIB job over `abls`: per ablation (by position) the cards and scores
+    of its models."""
+
+    def files(wc) -> dict:
+        out = {}
+        for i, a in enumerate(abls):
+            ms = models_for(config, wc.task, a)
+            out[f"cards_{i}"] = [card(m) for m in ms]
+            out[f"scores_{i}"] = [f"results/scores/{wc.task}/{m}/{a}.parquet" for m in ms]
+        return out
+
+    return files
+
+
+def per_ablation_models(config, abls):
+    """The params function {ablation: its models} of a per-task job over `abls`."""
+    return lambda wc: {a: models_for(config, wc.task, a) for a in abls}
 
 
 def figure_models(config, task, ablation) -> list[str]:

@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from circuitloc.report.style import (
@@ -49,6 +48,8 @@ def _grid(df: pl.DataFrame, value: str):
 
 
 def _heatmap(ax, df: pl.DataFrame, value: str, scale: tuple[float, bool], cbar: bool, label: str):
+    import seaborn as sns  # here, not at the top: importing it (pandas, scipy) is a second per figure job
+
     (vmax, diverging), (grid, layers, heads) = scale, _grid(df, value)  # scale: its row's, from _scale_of
     sns.heatmap(grid, ax=ax, cmap="RdBu_r" if diverging else "viridis", vmin=-vmax if diverging else 0,
                 vmax=vmax, cbar=cbar, cbar_kws={"label": label}, xticklabels=False, yticklabels=False)
