@@ -1,6 +1,6 @@
 """The slurm profile against a real SLURM: a one-node cluster on localhost (munged, slurmctld and
 slurmd started here, in a temporary directory, without accounting), the tiny config run through
-`--profile profiles/slurm`, and its IOI tables equal to the local run's.
+`--profile profiles/slurm` (its curve and table jobs), and its IOI tables equal to the local run's.
 
 Installs Debian's slurm-wlm and munge with apt-get when they are missing (root only). Every wait is
 bounded and every daemon started here is stopped in the fixture's teardown, also on failure."""
@@ -213,8 +213,9 @@ def _read(path):
 
 def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    # the local run's models and datasets (mtimes kept): SLURM runs the score, curve and table jobs
-    for stage in ("models", "data"):
+    # the local run's models, datasets and scores (mtimes kept): SLURM runs the curve jobs (torch,
+    # one per model) and then the table job; a wave of jobs costs a status poll of ~14 s here
+    for stage in ("models", "data", "scores"):
         shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
     env = smk_env(SLURM_CONF=slurm_cluster["SLURM_CONF"], PATH=slurm_cluster["PATH"])
     targets = [f"results/tables/{t}.csv" for t in TABLES]
@@ -229,9 +230,10 @@ def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
                                f"{p.stderr[-6000:]}\n" + _tails(logs[-3:]))
     out = p.stdout + p.stderr
     assert not (work / "results" / "logs" / "models").exists(), "the local run's models were to be reused"
+    assert not (work / "results" / "logs" / "scores").exists(), "the local run's scores were to be reused"
     # it really went through SLURM: sbatch jobs with their own logs, status from squeue
     assert "SLURM run ID" in out, out[-3000:]
-    assert logs, "no SLURM job logs"
+    assert logs and any(p.parent.parent.name.startswith("rule_curves") for p in logs), logs
     assert not re.search(r"Falling back to 'sacct'", out), out[-3000:]
     for table in TABLES:
         got, exp = _read(work / "results" / "tables" / f"{table}.csv"), _read(tiny_run / "results" / "tables" / f"{table}.csv")
