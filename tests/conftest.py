@@ -50,8 +50,10 @@ def tiny_run(tmp_path_factory, worker_id):
 @pytest.hookimpl(tryfirst=True)  # the order is set before other plugins' hooks see the items
 def pytest_collection_modifyitems(config, items):
     """The tiny run's first user first, so one worker builds it while the others run every test that
-    does not need it; its other users last, when it is built."""
+    does not need it; its other users last, when it is built, the `long` ones (tens of seconds of
+    jobs) first among them, so the short ones even out the workers' ends."""
     def uses(item):
         return "tiny_run" in getattr(item, "fixturenames", ())
     users = [item for item in items if uses(item)]
-    items[:] = users[:1] + [item for item in items if not uses(item)] + users[1:]
+    rest = sorted(users[1:], key=lambda item: item.get_closest_marker("long") is None)  # stable: file order kept
+    items[:] = users[:1] + [item for item in items if not uses(item)] + rest

@@ -102,6 +102,7 @@ def test_two_runs_at_once_each_count_their_own_jobs(tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.long
 def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_run, tmp_path):
     """A truncated curve file of a finished run: the rerun fails naming the file and the command;
     that command rebuilds the file and only what depends on it, and every result comes out as
@@ -134,6 +135,7 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
 
 
 @pytest.mark.workflow
+@pytest.mark.long
 def test_a_model_rebuilt_with_identical_weights_reruns_nothing_downstream(tiny_run, tmp_path):
     """`--forcerun` of one model's card in a finished run: its model job runs again and writes the
     same card, byte for byte, so a dry run plans nothing (Snakemake sees the rewritten card's
