@@ -7,7 +7,8 @@ for _tasks, _ablations in targets.task_groups(config):
             targets.task_rule(config, "figures", _ablations)
         input:
             # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
-            unpack(targets.figure_inputs(config, _ablations)),
+            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": targets.CARD, "scores": targets.SCORES,
+                                                                   "curves": targets.CURVES}, targets.figure_models)),
         output:
             fig1=[report(f"results/figures/fig1_heatmap_{{task}}_{a}.png", caption="../report/fig1_heatmap.rst",
                          category="{task}", subcategory=f"{a} ablation",
@@ -40,26 +41,25 @@ for _tasks, _ablations in targets.task_groups(config):
             "../workflow/scripts/figures.py"
 
 
+# One job draws the scale figure of every ablation (from each task's Table 1 under it).
 rule figure_scale:
     input:
-        tables=lambda wc: [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config) if a == wc.ablation],
+        tables=[f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
     output:
-        png=report(
-            "results/figures/scale_{ablation}.png",
-            caption="../report/scale.rst",
-            category="all tasks",
-            subcategory="{ablation} ablation",
-            labels={"output": "Scale figure", "task": "all", "ablation": "{ablation}"},
-        ),
-        pdf="results/figures/scale_{ablation}.pdf",
+        png=[report(f"results/figures/scale_{a}.png", caption="../report/scale.rst", category="all tasks",
+                    subcategory=f"{a} ablation", labels={"output": "Scale figure", "task": "all", "ablation": a})
+             for a in ABLATIONS],
+        pdf=[f"results/figures/scale_{a}.pdf" for a in ABLATIONS],
     params:
-        tasks=lambda wc: [t for t, a in targets.table_pairs(config) if a == wc.ablation],
+        # [(task, ablation)] of the input tables, in order
+        pairs=targets.table_pairs(config),
+        ablations=ABLATIONS,
         threshold=config["curves"]["threshold"],
         code=code_version("fig_scale.py"),
     log:
-        "results/logs/figures/scale_{ablation}.log",
+        "results/logs/figures/scale.log",
     benchmark:
-        "results/benchmarks/figure_scale/{ablation}.tsv",
+        "results/benchmarks/figure_scale.tsv"
     resources:
         **job_resources("small", per_model=False),
     conda:

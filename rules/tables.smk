@@ -1,42 +1,44 @@
-rule tables:
-    input:
-        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task, wc.ablation)],
-        scores=lambda wc: targets.per_model(config, "results/scores/{task}/{model}/{ablation}.parquet", wc),
-        curves=lambda wc: targets.per_model(config, "results/curves/{task}/{model}/{ablation}.parquet", wc),
-        controls=lambda wc: targets.per_model(config, "results/curves/{task}/{model}/{ablation}.control.parquet", wc),
-    output:
-        table1=report(
-            "results/tables/table1_{task}_{ablation}.csv",
-            caption="../report/table1.rst",
-            category="{task}",
-            subcategory="{ablation} ablation",
-            labels={"output": "Table 1: localization", "task": "{task}", "ablation": "{ablation}"},
-        ),
-        table1_md="results/tables/table1_{task}_{ablation}.md",
-        table2=report(
-            "results/tables/table2_{task}_{ablation}.csv",
-            caption="../report/table2.rst",
-            category="{task}",
-            subcategory="{ablation} ablation",
-            labels={"output": "Table 2: necessity check", "task": "{task}", "ablation": "{ablation}"},
-        ),
-        table2_md="results/tables/table2_{task}_{ablation}.md",
-    params:
-        threshold=config["curves"]["threshold"],
-        # the conditioning rule: fewer held-out prompts than this carry no damage percentage
-        min_heldout=lambda wc: views.min_heldout(config, wc.task),
-        models=lambda wc: views.models_for(config, wc.task, wc.ablation),
-        code=code_version("tables.py"),
-    log:
-        "results/logs/tables/tables_{task}_{ablation}.log",
-    benchmark:
-        "results/benchmarks/tables/{task}/{ablation}.tsv",
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../workflow/scripts/tables.py"
+# One job per task writes Tables 1 and 2 of each of its ablations (a table job is mostly starting
+# Python); tasks that share one list of ablations share a rule (plan.targets.task_groups).
+for _tasks, _ablations in targets.task_groups(config):
+
+    rule:
+        name:
+            targets.task_rule(config, "tables", _ablations)
+        input:
+            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": targets.CARD, "scores": targets.SCORES,
+                                                                   "curves": targets.CURVES,
+                                                                   "controls": targets.CONTROLS})),
+        output:
+            table1=[report(f"results/tables/table1_{{task}}_{a}.csv", caption="../report/table1.rst", category="{task}",
+                           subcategory=f"{a} ablation",
+                           labels={"output": "Table 1: localization", "task": "{task}", "ablation": a})
+                    for a in _ablations],
+            table1_md=[f"results/tables/table1_{{task}}_{a}.md" for a in _ablations],
+            table2=[report(f"results/tables/table2_{{task}}_{a}.csv", caption="../report/table2.rst", category="{task}",
+                           subcategory=f"{a} ablation",
+                           labels={"output": "Table 2: necessity check", "task": "{task}", "ablation": a})
+                    for a in _ablations],
+            table2_md=[f"results/tables/table2_{{task}}_{a}.md" for a in _ablations],
+        wildcard_constraints:
+            task=views.one_of(_tasks),
+        params:
+            ablations=_ablations,
+            threshold=config["curves"]["threshold"],
+            # the conditioning rule: fewer held-out prompts than this carry no damage percentage
+            min_heldout=lambda wc: views.min_heldout(config, wc.task),
+            models=targets.per_ablation_models(config, _ablations),
+            code=code_version("tables.py"),
+        log:
+            "results/logs/tables/tables_{task}.log",
+        benchmark:
+            "results/benchmarks/tables/{task}.tsv"
+        resources:
+            **job_resources("small", per_model=False),
+        conda:
+            "../envs/report.yaml"
+        script:
+            "../workflow/scripts/tables.py"
 
 
 # Each model's unit scores in MIB's node-importance form (circuitloc.report.mib): one folder per
@@ -48,7 +50,7 @@ for _tasks, _ablations in targets.task_groups(config):
         name:
             targets.task_rule(config, "mib_importances", _ablations)
         input:
-            unpack(targets.mib_inputs(config, _ablations)),
+            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": targets.CARD, "scores": targets.SCORES})),
         output:
             importances=[directory(f"results/mib/{{task}}/{a}") for a in _ablations],
         wildcard_constraints:

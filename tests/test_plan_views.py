@@ -221,9 +221,12 @@ def test_the_default_target_has_every_table_pair_and_ends_with_the_cost_and_the_
 
 def test_the_tables_read_one_file_per_scored_model_in_config_order():
     cfg = _config()
-    wc = NS(task="ioi", ablation="zero-query")
-    assert targets.per_model(cfg, "results/scores/{task}/{model}/{ablation}.parquet", wc) == \
-        ["results/scores/ioi/tiny_mha/zero-query.parquet", "results/scores/ioi/tiny_gqa/zero-query.parquet"]
+    abls = ["zero-query", "zero-kv"]
+    got = targets.per_ablation_inputs(cfg, abls, {"scores": targets.SCORES, "cards": targets.CARD})(NS(task="ioi"))
+    assert set(got) == {"scores_0", "cards_0", "scores_1", "cards_1"}
+    assert got["scores_0"] == ["results/scores/ioi/tiny_mha/zero-query.parquet", "results/scores/ioi/tiny_gqa/zero-query.parquet"]
+    assert got["cards_1"] == [f"results/models/{m}/card.json" for m in views.models_for(cfg, "ioi", "zero-kv")]
+    assert got["scores_1"] == [f"results/scores/ioi/{m}/zero-kv.parquet" for m in views.models_for(cfg, "ioi", "zero-kv")]
     entries = targets.stability_entries(cfg, "facts")
     shared = vocab.task("facts").shared
     assert len(entries) == 2 + 6 and entries[0]["shared"] == f"results/scores/{shared}/tiny_mha/zero-query.parquet"

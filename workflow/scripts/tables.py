@@ -4,14 +4,16 @@ from circuitloc.report.jobs import TableFiles, TableJob
 from circuitloc.report.writers import write_table1, write_table2
 from circuitloc.runner import run, setup
 
-
-def _by_model(files):
-    return dict(zip(snakemake.params.models, files))
-
-
+# one job per task: Tables 1 and 2 of each ablation (inputs and outputs by the ablation's position)
 setup(log_path=snakemake.log[0])
-job, out = TableJob.from_rule(snakemake.wildcards, dict(snakemake.params.items())), snakemake.output
-cards, curves, scores = (_by_model(getattr(snakemake.input, k)) for k in ("cards", "curves", "scores"))
-run(write_table1, job, cards, scores, curves, TableFiles(out.table1, out.table1_md))
-run(write_table2, job, cards, curves, _by_model(snakemake.input.controls), TableFiles(out.table2, out.table2_md),
-    scores=scores)
+params, out = dict(snakemake.params.items()), snakemake.output
+for i, ablation in enumerate(params["ablations"]):
+    job = TableJob(snakemake.wildcards.task, ablation, float(params["threshold"]), int(params["min_heldout"] or 0))
+
+    def by_model(kind):
+        return dict(zip(params["models"][ablation], snakemake.input[f"{kind}_{i}"]))
+
+    cards, curves, scores = by_model("cards"), by_model("curves"), by_model("scores")
+    run(write_table1, job, cards, scores, curves, TableFiles(out.table1[i], out.table1_md[i]))
+    run(write_table2, job, cards, curves, by_model("controls"), TableFiles(out.table2[i], out.table2_md[i]),
+        scores=scores)

@@ -24,13 +24,6 @@ COST = "results/tables/cost.csv"
 REPORT = "results/report.html"
 
 
-def per_model(config, pattern, wildcards) -> list[str]:
-    """One file per model scored on this task under this ablation, in the config's model order (the
-    scripts zip them back with params.models)."""
-    return [pattern.format(task=wildcards.task, model=m, ablation=wildcards.ablation)
-            for m in models_for(config, wildcards.task, wildcards.ablation)]
-
-
 def table_pairs(config) -> list[tuple[str, str]]:
     """(task, ablation) pairs that have at least one model: one Table 1/2 and Figure 1/2 each."""
     abls = ablations(config)
@@ -89,40 +82,32 @@ def task_rule(config, stem: str, abls) -> str:
     return f"{stem}__" + "_".join(a.replace("-", "_") for a in abls)
 
 
-def figure_inputs(config, abls):
-    """The input function of a figure job over `abls`: per ablation (by position) the cards, scores
-    and curves of the models it draws."""
+CARD = "results/models/{model}/card.json"
+SCORES = "results/scores/{task}/{model}/{ablation}.parquet"
+CURVES = "results/curves/{task}/{model}/{ablation}.parquet"
+CONTROLS = "results/curves/{task}/{model}/{ablation}.control.parquet"
 
-    def files(wc) -> dict:
+
+def per_ablation_inputs(config, abls, files: dict, models=None):
+    """The input function of a per-task job over `abls`: for each ablation (by position i) and each
+    `files` entry (name: pattern), `{name}_{i}`: the file of every model of that task and ablation
+    (`models(config, task, ablation)`: which models; default all of them)."""
+    which = models or models_for
+
+    def inputs(wc) -> dict:
         out = {}
         for i, a in enumerate(abls):
-            shown = figure_models(config, wc.task, a)
-            out[f"cards_{i}"] = [card(m) for m in shown]
-            out[f"scores_{i}"] = [f"results/scores/{wc.task}/{m}/{a}.parquet" for m in shown]
-            out[f"curves_{i}"] = [f"results/curves/{wc.task}/{m}/{a}.parquet" for m in shown]
+            ms = which(config, wc.task, a)
+            for name, pattern in files.items():
+                out[f"{name}_{i}"] = [pattern.format(task=wc.task, model=m, ablation=a) for m in ms]
         return out
 
-    return files
+    return inputs
 
 
 def figure_shown(config, abls):
     """The params function {ablation: the models its figures draw} of a figure job over `abls`."""
     return lambda wc: {a: figure_models(config, wc.task, a) for a in abls}
-
-
-def mib_inputs(config, abls):
-    """The input function of an MIB job over `abls`: per ablation (by position) the cards and scores
-    of its models."""
-
-    def files(wc) -> dict:
-        out = {}
-        for i, a in enumerate(abls):
-            ms = models_for(config, wc.task, a)
-            out[f"cards_{i}"] = [card(m) for m in ms]
-            out[f"scores_{i}"] = [f"results/scores/{wc.task}/{m}/{a}.parquet" for m in ms]
-        return out
-
-    return files
 
 
 def per_ablation_models(config, abls):
