@@ -66,12 +66,15 @@ def stability_files(config, task) -> list[str]:
 
 
 def task_groups(config) -> list[tuple[list[str], list[str]]]:
-    """(tasks, ablations) of every per-task rule (figures, MIB importances): the tasks that share one
-    list of table pairs' ablations. One such job per task does all its ablations: a figure or table
-    job is mostly starting Python and importing its libraries."""
+    """(tasks, ablations) of every per-task rule (tables, figures, MIB importances): the tasks that
+    share one list of table pairs' ablations. One such job per task does all its ablations: a figure
+    or table job is mostly starting Python and importing its libraries."""
+    per_task: dict[str, list] = {}
+    for t, a in table_pairs(config):
+        per_task.setdefault(t, []).append(a)
     out: dict[tuple, list] = {}
-    for t in dict.fromkeys(t for t, _ in table_pairs(config)):
-        out.setdefault(tuple(a for tt, a in table_pairs(config) if tt == t), []).append(t)
+    for t, abls in per_task.items():
+        out.setdefault(tuple(abls), []).append(t)
     return [(ts, list(abls)) for abls, ts in out.items()]
 
 
