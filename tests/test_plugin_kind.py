@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import card_for, ioi_shaped
 from polars.testing import assert_frame_equal
-from workflow_helpers import ROOT, copy_workflow, smk, smk_env
+from workflow_helpers import ROOT, copy_workflow, reuse_models, smk, smk_env
 
 from circuitloc import io
 from circuitloc.engine import pipeline as P
@@ -65,11 +65,12 @@ def test_a_score_job_uses_a_kind_of_the_test_suite(pooled, tiny_dirs, tmp_path):
 
 
 @pytest.mark.workflow
-def test_a_kind_of_the_test_suite_runs_through_the_workflow(tmp_path):
+def test_a_kind_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     """The tiny workflow, the plugin named in task_modules and its kind in the model's ablation
     block: scores, curves and Table 1 under 'pooled', equal to mean ablation's with no aligned
     group; a misspelt kind is refused by name."""
     work = copy_workflow(tmp_path / "wf")
+    reuse_models(tiny_run, work, ["tiny_gqa"])
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     block = {"kinds": ["mean", "pooled"], "units": ["query"], "min_group": 10_000}
     cfg["models"] = {"tiny_gqa": {**cfg["models"]["tiny_gqa"], "ablation": block}}
@@ -79,6 +80,7 @@ def test_a_kind_of_the_test_suite_runs_through_the_workflow(tmp_path):
     smk("results/tables/table1_ioi_pooled-query.csv", "results/tables/table1_ioi_mean-query.csv",
         "--cores", "2", "--configfile", "pooled.yaml", cwd=work, env=env)
     res = work / "results"
+    assert not (res / "logs" / "models").exists(), "the tiny run's model was to be reused"
     pooled_s, mean_s = (pl.read_parquet(res / f"scores/ioi/tiny_gqa/{k}-query.parquet") for k in ("pooled", "mean"))
     assert_frame_equal(pooled_s, mean_s, check_exact=True)
     t1 = {k: pl.read_csv(res / f"tables/table1_ioi_{k}-query.csv") for k in ("pooled", "mean")}

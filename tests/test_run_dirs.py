@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from workflow_helpers import CORES, ROOT, SNAKEMAKE, copy_workflow, planned_jobs, smk, smk_env
+from workflow_helpers import CORES, ROOT, SNAKEMAKE, copy_workflow, planned_jobs, reuse_models, smk, smk_env
 
 from circuitloc import resume
 
@@ -74,10 +74,13 @@ def test_a_stash_key_does_not_depend_on_where_the_run_is(tmp_path, monkeypatch):
 
 
 @pytest.mark.workflow
-def test_two_runs_at_once_each_count_their_own_jobs(tmp_path):
+@pytest.mark.long
+def test_two_runs_at_once_each_count_their_own_jobs(tiny_run, tmp_path):
     """A run that makes the cost table, and meanwhile a run on other targets in the same
-    directory: the cost table counts the first run's jobs, not the second's."""
+    directory (a model build): the cost table counts the first run's jobs, not the second's. The
+    first run reuses the tiny run's tiny_gqa (no model job of its own)."""
     work = copy_workflow(tmp_path / "wf")
+    reuse_models(tiny_run, work, ["tiny_gqa"])
     (work / "b.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"])))
     (work / "a.yaml").write_text(yaml.safe_dump(_small_config(["tiny_mha"])))
     cmd = SNAKEMAKE + ["--cores", "1", "--configfile", "b.yaml"]
@@ -104,15 +107,16 @@ def test_two_runs_at_once_each_count_their_own_jobs(tmp_path):
 @pytest.mark.workflow
 @pytest.mark.long
 def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_run, tmp_path):
-    """A truncated curve file of a finished run: the rerun fails naming the file and the command;
-    that command rebuilds the file and only what depends on it, and every result comes out as
-    before, byte for byte. (Engine and report jobs read parquet through the same reader; a curve
-    has the fewest dependants of the torch stages' files, and tiny_mha's, of two ablations, half as
-    many as tiny_gqa's: 13 jobs against 25, which keeps this test short.)"""
+    """A truncated specificity file of a finished run: the rerun fails naming the file and the
+    command; that command rebuilds the file and only what depends on it, and every result comes out
+    as before, byte for byte. (Engine and report jobs read parquet through the same reader; a
+    specificity file has the fewest dependants of the torch stages' files: its model's specificity
+    job, the specificity table, the cost table and the report, 4 jobs where a curve has 9. tiny_mha's
+    job runs two ablations where tiny_gqa's runs six.)"""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
     before = _digests(run)
-    bad = "results/curves/ioi/tiny_mha/zero-query.parquet"
+    bad = "results/specificity/tiny_mha/zero-query.parquet"
     mtimes = {f: os.stat(run / f).st_mtime_ns for f in before}
     (run / bad).write_bytes((run / bad).read_bytes()[:100])
     failed = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run, check=False)
@@ -123,10 +127,11 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
     args = advice.group(1).split()[1:] + ["--configfile", ".test/config.yaml"]
     dry = smk("-n", *args, cwd=run).stdout
     plan = planned_jobs(dry)
-    assert [rule for rule, wc in plan if rule.startswith("curves") and wc == {"task": "ioi", "model": "tiny_mha"}]
-    assert not [rule for rule, _ in plan if rule.startswith(("model", "dataset", "scores", "specificity"))], plan
-    for rule, wc in plan:  # only what reads the curve, directly or not
-        assert wc.get("model", "tiny_mha") == "tiny_mha" and wc.get("task", "ioi") == "ioi", (rule, wc)
+    assert [rule for rule, wc in plan if rule.startswith("specificity") and wc == {"model": "tiny_mha"}]
+    assert not [rule for rule, _ in plan if rule.startswith(("model", "dataset", "scores", "curves", "tables",
+                                                              "figures"))], plan
+    for rule, wc in plan:  # only what reads the specificity file, directly or not
+        assert wc.get("model", "tiny_mha") == "tiny_mha" and "task" not in wc, (rule, wc)
     rebuilt = {f.strip() for line in re.findall(r"^\s+output: (.*)$", dry, flags=re.MULTILINE) for f in line.split(",")}
     smk(*args, cwd=run)
     assert _digests(run) == before

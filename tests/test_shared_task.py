@@ -9,7 +9,7 @@ import types
 import polars as pl
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow, planned_jobs, resolve_over_test_config, smk, smk_env
+from workflow_helpers import ROOT, copy_workflow, planned_jobs, resolve_over_test_config, reuse_models, smk, smk_env
 
 from circuitloc.plan import views, vocab
 
@@ -61,11 +61,13 @@ def test_min_heldout_defaults_to_the_tasks_spec(monkeypatch):
 
 
 @pytest.mark.workflow
-def test_a_task_of_the_suite_is_scored_in_both_conditions(tmp_path):
+@pytest.mark.long
+def test_a_task_of_the_suite_is_scored_in_both_conditions(tiny_run, tmp_path):
     """tests/plugins/family_task.py, named in task_modules, and its settings under tasks: are all
     that the tiny workflow needs to build, score and tabulate the task per model and on the prompts
     every model of the family kept."""
     work = copy_workflow(tmp_path / "wf")
+    reuse_models(tiny_run, work)
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     for m in cfg["models"].values():
         m["ablation"] = {"kinds": ["zero"], "units": ["query"]}
@@ -79,6 +81,7 @@ def test_a_task_of_the_suite_is_scored_in_both_conditions(tmp_path):
     shared_jobs = sorted((wc["task"], wc["model"]) for rule, wc in plan if rule == "dataset_shared")
     assert shared_jobs == [("echo_shared", "tiny_gqa"), ("echo_shared", "tiny_mha")]
     smk(*targets, "--cores", "2", "--configfile", "echo.yaml", cwd=work, env=env)
+    assert not (work / "results" / "logs" / "models").exists(), "the tiny run's models were to be reused"
     data = {m: pl.read_parquet(work / f"results/data/echo/{m}.parquet") for m in ("tiny_mha", "tiny_gqa")}
     ids = set(data["tiny_mha"]["seq_id"]) & set(data["tiny_gqa"]["seq_id"])
     assert set(data["tiny_mha"]["seq_id"]) != set(data["tiny_gqa"]["seq_id"])  # the conditions differ

@@ -214,9 +214,11 @@ def _read(path):
 @pytest.mark.long
 def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    # the local run's models, datasets and scores (mtimes kept): SLURM runs the curve jobs (torch,
-    # one per model) and then the table job; a wave of jobs costs a status poll of ~14 s here
-    for stage in ("models", "data", "scores"):
+    # the local run's models, datasets and scores, and tiny_gqa's IOI curves (mtimes kept): SLURM
+    # runs tiny_mha's IOI curve job (torch, two ablations) and then the table job. The plugin polls
+    # 2 s after a wave is submitted and 10 s later each time no job has finished, so a wave of short
+    # jobs costs ~14 s here, and one of tiny_gqa's six ablations another poll
+    for stage in ("models", "data", "scores", "curves/ioi/tiny_gqa"):
         shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
     env = smk_env(SLURM_CONF=slurm_cluster["SLURM_CONF"], PATH=slurm_cluster["PATH"])
     targets = [f"results/tables/{t}.csv" for t in TABLES]

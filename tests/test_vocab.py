@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow, smk, smk_env
+from workflow_helpers import ROOT, copy_workflow, reuse_models, smk, smk_env
 
 from circuitloc.plan import vocab
 
@@ -180,11 +180,12 @@ def test_a_task_module_registers_its_spec(monkeypatch):
 
 
 @pytest.mark.workflow
-def test_a_task_of_the_test_suite_runs_through_the_workflow(tmp_path):
+def test_a_task_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     """tests/plugins/synthetic_task.py defines a task (its spec, dataset builder and metric) and
     nothing else changes: the tiny workflow builds its dataset, scores it, draws its curves and
     writes its Table 1 and Table 2, named after the task and its metric."""
     work = copy_workflow(tmp_path / "wf")
+    reuse_models(tiny_run, work, ["tiny_gqa"])
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     cfg["models"] = {"tiny_gqa": {**cfg["models"]["tiny_gqa"], "ablation": {"kinds": ["zero"], "units": ["query"]}}}
     cfg.update(task_modules=["synthetic_task"], tasks={"recall": {"n": 40, "n_score": 12, "n_curve": 20}},
@@ -193,6 +194,7 @@ def test_a_task_of_the_test_suite_runs_through_the_workflow(tmp_path):
     env = smk_env(PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'tests' / 'plugins'}")
     smk("results/tables/table1_recall_zero-query.csv", "results/tables/table2_recall_zero-query.csv",
         "results/tables/stability_recall.csv", "--cores", "2", "--configfile", "recall.yaml", cwd=work, env=env)
+    assert not (work / "results" / "logs" / "models").exists(), "the tiny run's model was to be reused"
     import polars as pl
 
     t1 = pl.read_csv(work / "results/tables/table1_recall_zero-query.csv")

@@ -35,6 +35,14 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def reuse_models(tiny_run: Path, work: Path, models=("tiny_mha", "tiny_gqa")) -> None:
+    """The tiny run's built toys (card and weights, modification times kept) copied into the
+    workflow copy `work`: Snakemake finds them newer than their checkpoints and runs no model job,
+    so a test about later stages pays no model build (a torch job of several seconds)."""
+    for m in models:
+        shutil.copytree(tiny_run / "results" / "models" / m, work / "results" / "models" / m)
+
+
 def planned_jobs(dry_run_output: str) -> list[tuple[str, dict]]:
     """(rule, wildcards) for every job a dry run lists, in its order."""
     jobs = []

@@ -9,7 +9,7 @@ from circuitloc import io
 from circuitloc.engine.job import engine_label
 from circuitloc.engine.settings import JobSettings
 from circuitloc.errors import DatasetError
-from circuitloc.models.load import load_engine, scanner_for
+from circuitloc.models.load import load_engine, load_tokenizer, scanner_for
 from circuitloc.plan import vocab
 from circuitloc.runner import log
 from circuitloc.tasks.common import pad_id
@@ -23,13 +23,18 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
     removed. `cfg`: the task's dataset config; `inputs`: the resource files the rule declares
     (ioi_templates, ioi_names, ..., or ioi_templates and fahamu, facts); the job reads exactly those
     (None: the shipped resources and the configured paths). `loaded`: a (model, tokenizer) the
-    job already holds."""
+    job already holds. The model itself is loaded only for a task that asks for its logits (facts'
+    knowledge filter): IOI and induction need the tokenizer alone, and loading a model (importing
+    its modelling code, reading and checking its weights) is most of a small model's dataset job."""
 
     task_name, card = job.task, job.card
-    model, tok = loaded or load_engine(card, job.device)
+    held = loaded
+    tok = loaded[1] if loaded else load_tokenizer(card["path"])
 
     def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
-        scanner = scanner_for(card, (model, tok), job.batch_tokens, job.device, card.get("engine", "auto"))
+        nonlocal held
+        held = held or load_engine(card, job.device)
+        scanner = scanner_for(card, held, job.batch_tokens, job.device, card.get("engine", "auto"))
         scanner.label = engine_label(card, task_name, engine=scanner.engine)
         return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
 

@@ -11,7 +11,6 @@ import hashlib
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
 
 from circuitloc.errors import ModelSourceError
 
@@ -40,6 +39,8 @@ def architecture(hf_config) -> dict:
 
 def count_params(hf_config) -> int:
     """Counted on the meta device, so a 7B card costs no memory."""
+    from transformers import AutoModelForCausalLM  # here, not at import: a job that loads no model never imports it
+
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(hf_config)
     return int(sum(p.numel() for p in model.parameters()))
@@ -72,6 +73,8 @@ def weights_record(path) -> dict:
 
 
 def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = None) -> dict:
+    from transformers import AutoConfig
+
     hf_config = AutoConfig.from_pretrained(path)
     prepend_bos = spec.get("prepend_bos")
     if prepend_bos is None:  # the tokenizer's own convention
