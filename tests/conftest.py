@@ -51,9 +51,15 @@ def tiny_run(tmp_path_factory, worker_id):
 def pytest_collection_modifyitems(config, items):
     """The tiny run's first user first, so one worker builds it while the others run every test that
     does not need it; its other users last, when it is built, the `long` ones (tens of seconds of
-    jobs) first among them, so the short ones even out the workers' ends."""
+    jobs) first among them, longest first (`long(seconds)`), so the short ones even out the workers'
+    ends."""
     def uses(item):
         return "tiny_run" in getattr(item, "fixturenames", ())
+
+    def seconds(item):
+        mark = item.get_closest_marker("long")
+        return (mark.args[0] if mark.args else 30) if mark else 0
+
     users = [item for item in items if uses(item)]
-    rest = sorted(users[1:], key=lambda item: item.get_closest_marker("long") is None)  # stable: file order kept
+    rest = sorted(users[1:], key=seconds, reverse=True)  # stable: file order kept among equals
     items[:] = users[:1] + [item for item in items if not uses(item)] + rest

@@ -65,6 +65,7 @@ def test_a_score_job_uses_a_kind_of_the_test_suite(pooled, tiny_dirs, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.long(25)
 def test_a_kind_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     """The tiny workflow, the plugin named in task_modules and its kind in the model's ablation
     block: scores, curves and Table 1 under 'pooled', equal to mean ablation's with no aligned

@@ -74,7 +74,7 @@ def test_a_stash_key_does_not_depend_on_where_the_run_is(tmp_path, monkeypatch):
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(40)
 def test_two_runs_at_once_each_count_their_own_jobs(tiny_run, tmp_path):
     """A run that makes the cost table, and meanwhile a run on other targets in the same
     directory (a model build): the cost table counts the first run's jobs, not the second's. The
@@ -105,7 +105,7 @@ def test_two_runs_at_once_each_count_their_own_jobs(tiny_run, tmp_path):
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(25)
 def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_run, tmp_path):
     """A truncated specificity file of a finished run: the rerun fails naming the file and the
     command; that command rebuilds the file and only what depends on it, and every result comes out
@@ -140,7 +140,7 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(18)
 def test_a_model_rebuilt_with_identical_weights_reruns_nothing_downstream(tiny_run, tmp_path):
     """`--forcerun` of one model's card in a finished run: its model job runs again and writes the
     same card, byte for byte, so a dry run plans nothing (Snakemake sees the rewritten card's

@@ -61,7 +61,7 @@ def test_min_heldout_defaults_to_the_tasks_spec(monkeypatch):
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(50)
 def test_a_task_of_the_suite_is_scored_in_both_conditions(tiny_run, tmp_path):
     """tests/plugins/family_task.py, named in task_modules, and its settings under tasks: are all
     that the tiny workflow needs to build, score and tabulate the task per model and on the prompts

@@ -211,7 +211,7 @@ def _read(path):
     return pd.read_csv(path)
 
 
-@pytest.mark.long
+@pytest.mark.long(40)
 def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     work = copy_workflow(tmp_path / "wf")
     # the local run's models, datasets and scores, and tiny_gqa's IOI curves (mtimes kept): SLURM

@@ -180,6 +180,7 @@ def test_a_task_module_registers_its_spec(monkeypatch):
 
 
 @pytest.mark.workflow
+@pytest.mark.long(25)
 def test_a_task_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     """tests/plugins/synthetic_task.py defines a task (its spec, dataset builder and metric) and
     nothing else changes: the tiny workflow builds its dataset, scores it, draws its curves and

@@ -237,7 +237,7 @@ def test_changing_one_model_reruns_only_its_jobs(tiny_run):
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(50)
 def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path):
     """Summation order exercised on every machine: the datasets and scoring of VARIANT_TABLES rerun on
     tiny_gqa's stored model with another max_batch_tokens (other batch splits), 2 torch threads per
@@ -268,7 +268,7 @@ def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path
 
 
 @pytest.mark.workflow
-@pytest.mark.long
+@pytest.mark.long(30)
 def test_threshold_reaches_every_heads_to_column(tiny_run, tmp_path):
     """`curves.threshold: 0.9` over the tiny config renames and recomputes every heads-to column
     (heads_to_90, its greedy twin, the robustness sides: greedy, the tiny config draws it), the markdown titles and
