@@ -1,6 +1,6 @@
 """The slurm profile against a real SLURM: a one-node cluster on localhost (munged, slurmctld and
 slurmd started here, in a temporary directory, without accounting), the tiny config run through
-`--profile profiles/slurm` (its curve and table jobs), and its IOI tables equal to the local run's.
+`--profile profiles/slurm` (a curve job), and its curves equal to the local run's.
 
 Installs Debian's slurm-wlm and munge with apt-get when they are missing (root only). Every wait is
 bounded and every daemon started here is stopped in the fixture's teardown, also on failure."""
@@ -21,7 +21,9 @@ from workflow_helpers import CORES, copy_workflow, smk, smk_env
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel", "srun")
-TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query")
+# tiny_mha's IOI curves (ranked and greedy, and the random-unit control), both of its ablations
+CURVES = [f"results/curves/ioi/tiny_mha/{a}{part}.parquet" for a in ("zero-query", "resample-query")
+          for part in ("", ".control")]
 RTOL, ATOL = 1e-9, 1e-12  # same machine, one torch thread per job: the same numbers
 
 
@@ -207,26 +209,20 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
                 _stop(procs[name])
 
 
-def _read(path):
-    return pd.read_csv(path)
-
-
-@pytest.mark.long(40)
+@pytest.mark.long(30)
 def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     work = copy_workflow(tmp_path / "wf")
-    # the local run's models, datasets and scores, and tiny_gqa's IOI curves (mtimes kept): SLURM
-    # runs tiny_mha's IOI curve job (torch, two ablations) and then the table job. The plugin polls
-    # 2 s after a wave is submitted and 10 s later each time no job has finished, so a wave of short
-    # jobs costs ~14 s here, and one of tiny_gqa's six ablations another poll
-    for stage in ("models", "data", "scores", "curves/ioi/tiny_gqa"):
+    # the local run's models, datasets and scores (mtimes kept): SLURM runs one torch job, tiny_mha's
+    # IOI curves (two ablations). One wave of jobs: the plugin polls 2 s after it submits, then 10 s
+    # later again each time no job has finished, so every further wave would cost 14 to 36 s here
+    for stage in ("models", "data", "scores"):
         shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
     env = smk_env(SLURM_CONF=slurm_cluster["SLURM_CONF"], PATH=slurm_cluster["PATH"])
-    targets = [f"results/tables/{t}.csv" for t in TABLES]
     t0 = time.monotonic()
     p = smk("--profile", "profiles/slurm", "--configfile", ".test/config.yaml", "--jobs", CORES,
             # quick status polls for a test cluster (the profile keeps the plugin's defaults)
             "--slurm-init-seconds-before-status-checks", "2", "--slurm-keep-successful-logs",
-            *targets, cwd=work, env=env, timeout=600, check=False)
+            *CURVES, cwd=work, env=env, timeout=600, check=False)
     took = time.monotonic() - t0
     logs = sorted((work / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert p.returncode == 0, (f"snakemake --profile profiles/slurm failed after {took:.0f} s:\n{p.stdout[-4000:]}\n"
@@ -238,13 +234,12 @@ def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     assert "SLURM run ID" in out, out[-3000:]
     assert logs and any(p.parent.parent.name.startswith("rule_curves") for p in logs), logs
     assert not re.search(r"Falling back to 'sacct'", out), out[-3000:]
-    for table in TABLES:
-        got, exp = _read(work / "results" / "tables" / f"{table}.csv"), _read(tiny_run / "results" / "tables" / f"{table}.csv")
-        assert list(got.columns) == list(exp.columns), table
-        assert len(got) == len(exp) == 2, table
+    for curve in CURVES:
+        got, exp = pd.read_parquet(work / curve), pd.read_parquet(tiny_run / curve)
+        assert list(got.columns) == list(exp.columns) and len(got) == len(exp) > 0, curve
         for col in exp.columns:
             if exp[col].dtype.kind in "fi" and got[col].dtype.kind in "fi":
                 pd.testing.assert_series_equal(got[col].astype(float), exp[col].astype(float), rtol=RTOL, atol=ATOL,
-                                               check_names=False, obj=f"{table}.{col}")
+                                               check_names=False, obj=f"{curve}: {col}")
             else:
-                assert got[col].astype(str).tolist() == exp[col].astype(str).tolist(), f"{table}.{col}"
+                assert got[col].astype(str).tolist() == exp[col].astype(str).tolist(), f"{curve}: {col}"
