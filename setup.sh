@@ -10,18 +10,22 @@ PY=${PYTHON:-python3}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+# pip byte-compiles one file at a time: install without compiling, then compile on every core (below)
+pipi() { pip install --no-compile "$@"; }
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
-    pip install "torch==${TORCH_VERSION}"
+    pipi "torch==${TORCH_VERSION}"
   else
     # a local CPU wheel (pip's find-links) if there is one, its dependencies from the ordinary index;
     # else PyTorch's CPU index
-    if pip install --no-index --no-deps "torch==${TORCH_VERSION}" 2>/dev/null; then
-      pip install "torch==${TORCH_VERSION}"
+    if pipi --no-index --no-deps "torch==${TORCH_VERSION}" 2>/dev/null; then
+      pipi "torch==${TORCH_VERSION}"
     else
-      pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
+      pipi "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
     fi
   fi
 fi
-pip install -e ".[test,slurm]"
+pipi -e ".[test,slurm]"
+# as pip would (a file that does not compile is skipped, as pip skips it), two or more at once
+.venv/bin/python -m compileall -q -j 0 .venv/lib > /dev/null 2>&1 || true
 .venv/bin/python -c "import torch, circuitloc; print('circuitloc ready: torch', torch.__version__, 'cuda' if torch.cuda.is_available() else 'cpu')"
