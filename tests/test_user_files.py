@@ -183,7 +183,7 @@ FULL_DISK_DIR = textwrap.dedent("""
     from circuitloc.errors import ArtifactError
     from circuitloc.models import gguf
     from circuitloc.models.toy import checkpoint, training
-    kind, target, stored = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    target, stored = Path(sys.argv[1]), Path(sys.argv[2])
     tok = word_tokenizer()
     model = tiny_model("qwen_gqa", len(tok))
     gguf._load_gguf = lambda path: (model, tok)  # reading a GGUF file is not what is tested here
@@ -191,35 +191,39 @@ FULL_DISK_DIR = textwrap.dedent("""
         schema={c: pl.String for c in ("subject", "relation", "domain", "answer", "natural")}))
     spec = {"checkpoint": str(stored), "acceptance": {"enforce": False},
             "eval": {"n_ioi": 20, "n_induction": 20, "prefix_len": [4, 8], "suffix_len": [10, 16]}}
-    write = {"toy": lambda: training._save(run, target, {}, []),
-             "checkpoint": lambda: checkpoint.from_checkpoint(spec, target, log=lambda *a: None),
-             "gguf": lambda: gguf.convert_gguf(stored / "model.safetensors", target)}[kind]
+    write = {"toy": lambda: training._save(run, target / "toy" / "weights", {}, []),
+             "checkpoint": lambda: checkpoint.from_checkpoint(spec, target / "checkpoint" / "weights", log=lambda *a: None),
+             "gguf": lambda: gguf.convert_gguf(stored / "model.safetensors", target / "gguf" / "weights")}
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
-    try:
-        write()
-    except ArtifactError as e:
-        print("ArtifactError:", e)
-    else:
-        print("no error")
+    for kind in write:  # one process for the three: its imports are most of the time
+        try:
+            write[kind]()
+        except ArtifactError as e:
+            print(kind, "ArtifactError:", e)
+        else:
+            print(kind, "no error")
 """)
 
 
-@pytest.mark.parametrize("kind", ["toy", "checkpoint", "gguf"])
-def test_a_weights_directory_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path, kind):
-    target = tmp_path / "weights"
-    target.mkdir()
-    (target / "previous.txt").write_text("the previous version\n")  # kept whole, never half-replaced
+def test_a_weights_directory_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path):
+    """A toy's trained weights, a stored checkpoint's copy and a GGUF conversion, each into a
+    directory that holds an earlier version, with too little room."""
     stored = Path(__file__).resolve().parents[1] / ".test" / "models" / "tiny_gqa"
+    kinds = ("toy", "checkpoint", "gguf")
+    for kind in kinds:
+        (tmp_path / kind / "weights").mkdir(parents=True)
+        (tmp_path / kind / "weights" / "previous.txt").write_text("the previous version\n")  # kept whole
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", FULL_DISK_DIR, kind, str(target), str(stored)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_DIR, str(tmp_path), str(stored)], capture_output=True,
                          text=True, check=False, env=env, timeout=300)
     lines = [ln for ln in out.stdout.strip().splitlines() if ln.strip()]
-    assert lines and lines[-1].startswith(f"ArtifactError: {target}: cannot write (") \
-        and "File too large" in lines[-1], out.stdout + out.stderr
-    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stdout + out.stderr
-    assert [p.name for p in target.iterdir()] == ["previous.txt"]
-    assert [p.name for p in tmp_path.iterdir()] == ["weights"]  # no temporary directory left beside it
+    assert [ln.split()[0] for ln in lines] == list(kinds) and "Traceback" not in out.stderr, out.stdout + out.stderr
+    for kind, line in zip(kinds, lines):
+        target = tmp_path / kind / "weights"
+        assert line.startswith(f"{kind} ArtifactError: {target}: cannot write (") and "File too large" in line, line
+        assert [p.name for p in target.iterdir()] == ["previous.txt"], kind
+        assert [p.name for p in (tmp_path / kind).iterdir()] == ["weights"], kind  # no temporary directory beside it
 
 
 def test_ioi_resource_and_neutral_text_that_are_not_text_are_named(tmp_path):
