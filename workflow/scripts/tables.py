@@ -1,6 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.jobs import TableFiles, TableJob
+from circuitloc.report.jobs import TableFiles, TableJob, by_model
 from circuitloc.report.writers import write_table1, write_table2
 from circuitloc.runner import run, setup
 
@@ -8,12 +8,8 @@ from circuitloc.runner import run, setup
 setup(log_path=snakemake.log[0])
 params, out = dict(snakemake.params.items()), snakemake.output
 for i, ablation in enumerate(params["ablations"]):
-    job = TableJob(snakemake.wildcards.task, ablation, float(params["threshold"]), int(params["min_heldout"] or 0))
-
-    def by_model(kind):
-        return dict(zip(params["models"][ablation], snakemake.input[f"{kind}_{i}"]))
-
-    cards, curves, scores = by_model("cards"), by_model("curves"), by_model("scores")
+    job = TableJob.from_rule(snakemake.wildcards, params, ablation)
+    cards, curves, scores, controls = (by_model(snakemake.input, kind, i, params["models"][ablation])
+                                       for kind in ("cards", "curves", "scores", "controls"))
     run(write_table1, job, cards, scores, curves, TableFiles(out.table1[i], out.table1_md[i]))
-    run(write_table2, job, cards, curves, by_model("controls"), TableFiles(out.table2[i], out.table2_md[i]),
-        scores=scores)
+    run(write_table2, job, cards, curves, controls, TableFiles(out.table2[i], out.table2_md[i]), scores=scores)

@@ -4,8 +4,9 @@ executor for.
 A job's fixed cost (imports, loading the model: ~5 s) is most of a toy's compute, so one job runs
 every ablation of a model on a task (circuitloc.engine.pipeline.for_each_ablation; specificity: of
 a model, on all its tasks), still writing one file per ablation. A rule's outputs are fixed, so
-the models that share one list of ablations share a rule. `group_ablations: false` gives every ablation its own job again: shorter jobs for a
-cluster's time limits and more of them in parallel, where a model is large."""
+the models that share one list of ablations share a rule. `group_ablations: false` gives every
+ablation its own job again: shorter jobs for a cluster's time limits and more of them in parallel,
+where a model is large."""
 
 from __future__ import annotations
 

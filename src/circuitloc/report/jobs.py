@@ -22,9 +22,16 @@ class TableJob:
     min_heldout: int = 0
 
     @classmethod
-    def from_rule(cls, wildcards, params: dict) -> TableJob:
-        return cls(wildcards.task, wildcards.ablation, float(params.get("threshold", 0.8)),
+    def from_rule(cls, wildcards, params: dict, ablation: str | None = None) -> TableJob:
+        """`ablation`: one of a per-task job's ablations (its rule has no ablation wildcard)."""
+        return cls(wildcards.task, ablation or wildcards.ablation, float(params.get("threshold", 0.8)),
                    int(params.get("min_heldout") or 0))
+
+
+def by_model(inputs, kind: str, i: int, models: list) -> dict:
+    """{model: file} of a per-task job's input `{kind}_{i}` (plan.targets.per_ablation_inputs: one
+    list per kind and ablation position, in the order of that ablation's `models`)."""
+    return dict(zip(models, inputs[f"{kind}_{i}"]))
 
 
 @dataclass(frozen=True)
