@@ -1,6 +1,7 @@
 import fcntl
 import os
 import shutil
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -28,23 +29,52 @@ def tiny_dirs(tmp_path_factory):
     return out
 
 
+def _session_dir(tmp_path_factory, worker_id) -> Path:
+    """Where a test session keeps what its workers share (pytest-xdist: the parent of theirs)."""
+    return tmp_path_factory.getbasetemp().parent if worker_id != "master" else tmp_path_factory.getbasetemp()
+
+
+def _built_once(shared: Path, name: str, build) -> Path:
+    """`shared/name`, made by `build(path)` once per test session: under pytest-xdist the first worker
+    to need it builds it holding a file lock, and the others wait for it and reuse it. A build that
+    failed (no `.done` mark) is redone from scratch."""
+    work, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():
+            shutil.rmtree(work, ignore_errors=True)
+            build(work)
+            done.touch()
+    return work
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory, worker_id):
     """The workflow copied to a scratch directory and run on the tiny test config (default target:
     every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests,
-    and built once per test session: under pytest-xdist the first worker to need it builds it in the
-    session's directory, holding a file lock, and the others wait for it and reuse it. Tests that
-    change a run copy it first."""
-    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else tmp_path_factory.mktemp("shared")
-    work, done = shared / "tiny_run", shared / "tiny_run" / "run.console"
-    with open(shared / "tiny_run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not done.is_file():  # not built yet, or a build that failed: from scratch
-            shutil.rmtree(work, ignore_errors=True)
-            copy_workflow(work)
-            p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
-            done.write_text(p.stdout + p.stderr)  # what the user saw, for the console tests
-    return work
+    and built once per test session (`_built_once`). Tests that change a run copy it first."""
+
+    def build(work):
+        copy_workflow(work)
+        p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=work, timeout=1500)
+        (work / "run.console").write_text(p.stdout + p.stderr)  # what the user saw, for the console tests
+
+    return _built_once(_session_dir(tmp_path_factory, worker_id), "tiny_run", build)
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory, worker_id):
+    """`built_once(name, build)`: a copy, this worker's own, of the directory `build(path)` made once
+    for the whole test session. For a module's fixture whose tests change what they get (and put it
+    back): each worker used to build its own, paying the build twice."""
+    shared = _session_dir(tmp_path_factory, worker_id)
+
+    def get(name, build):
+        dest = tmp_path_factory.mktemp(name) / name
+        shutil.copytree(_built_once(shared, name, build), dest, symlinks=True)  # modification times kept
+        return dest
+
+    return get
 
 
 @pytest.hookimpl(tryfirst=True)  # the order is set before other plugins' hooks see the items

@@ -167,11 +167,8 @@ def _planned(run, *args):
     return sorted((rule, tuple(sorted(wc.items()))) for rule, wc in planned_jobs(out))
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A scratch workflow with its own src/, whose every output and benchmark file exists and is up
-    to date (stand-ins, then --touch): nothing is computed."""
-    run = copy_workflow(tmp_path_factory.mktemp("code") / "wf")
+def _build_finished(run):
+    copy_workflow(run)
     shutil.copytree(ROOT / "src", run / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (run / "code.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     env = smk_env(PYTHONPATH=str(run / "src"))
@@ -181,7 +178,14 @@ def finished(tmp_path_factory):
     # the jobs already up to date by modification time, and their params could never change)
     smk("--touch", "--forceall", "--cores", "1", "--configfile", "code.yaml", cwd=run, env=env)
     assert _planned(run) == [], "the stand-in run is not up to date"
-    return run
+
+
+@pytest.fixture(scope="module")
+def finished(built_once):
+    """A scratch workflow with its own src/, whose every output and benchmark file exists and is up
+    to date (stand-ins, then --touch): nothing is computed. Built once per session; each worker
+    edits its own copy."""
+    return built_once("codehash_finished", _build_finished)
 
 
 def _rules_running(run, module):

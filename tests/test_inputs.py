@@ -38,17 +38,21 @@ def _dry(run, *args):
     return _planned(smk("-n", "--configfile", "inputs.yaml", *args, cwd=run).stdout)
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A scratch workflow whose every output exists and is up to date (stand-ins, then --touch)."""
-    run = copy_workflow(tmp_path_factory.mktemp("inputs") / "wf")
+def _build_finished(run):
+    copy_workflow(run)
     (run / "inputs.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     (run / "fahamu.parquet").write_bytes(b"stand-in: a dry run never reads it\n")
     out = smk("-n", "--configfile", "inputs.yaml", cwd=run).stdout
     stand_in_outputs(run, out)
     smk("--touch", "--cores", "1", "--configfile", "inputs.yaml", cwd=run)  # records, mtimes in DAG order
     assert _dry(run) == [], "the stand-in run is not up to date"
-    return run
+
+
+@pytest.fixture(scope="module")
+def finished(built_once):
+    """A scratch workflow whose every output exists and is up to date (stand-ins, then --touch),
+    built once per session; each worker edits its own copy."""
+    return built_once("inputs_finished", _build_finished)
 
 
 def _dataset(task, *models):

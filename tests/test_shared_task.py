@@ -1,7 +1,7 @@
 """A family-shared condition is a task spec's `shared` and its module's `shared_dataset`, for any
 task: the vocabulary registers the condition with the task, the plan builds it with one rule for
-every shared task, and a task of the test suite's own is scored in both conditions by the tiny
-workflow. Per-task defaults (min_heldout) come from the task's spec."""
+every shared task, and a task of the test suite's own is built per model and scored on the
+prompts its family shares by the tiny workflow. Per-task defaults (min_heldout) come from the task's spec."""
 
 import sys
 import types
@@ -61,11 +61,12 @@ def test_min_heldout_defaults_to_the_tasks_spec(monkeypatch):
 
 
 @pytest.mark.workflow
-@pytest.mark.long(50)
-def test_a_task_of_the_suite_is_scored_in_both_conditions(tiny_run, tmp_path):
+@pytest.mark.long(35)
+def test_a_task_of_the_suite_is_scored_on_the_prompts_its_family_shares(tiny_run, tmp_path):
     """tests/plugins/family_task.py, named in task_modules, and its settings under tasks: are all
-    that the tiny workflow needs to build, score and tabulate the task per model and on the prompts
-    every model of the family kept."""
+    that the tiny workflow needs to build the task per model, and to score and tabulate it on the
+    prompts every model of the family kept. (A plugin task's own condition goes through the same
+    score, curve and table rules: tests/test_vocab.py scores and tabulates one.)"""
     work = copy_workflow(tmp_path / "wf")
     reuse_models(tiny_run, work)
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
@@ -76,7 +77,7 @@ def test_a_task_of_the_suite_is_scored_in_both_conditions(tiny_run, tmp_path):
     cfg["curves"]["methods"] = ["ranked"]  # the greedy curve reads the same files; it is tested on the built-in tasks
     (work / "echo.yaml").write_text(yaml.safe_dump(cfg))
     env = smk_env(PYTHONPATH=f"{ROOT / 'src'}:{PLUGINS}")
-    targets = [f"results/tables/table1_{t}_zero-query.csv" for t in ("echo", "echo_shared")]
+    targets = ["results/tables/table1_echo_shared_zero-query.csv"]
     plan = planned_jobs(smk("-n", *targets, "--configfile", "echo.yaml", cwd=work, env=env).stdout)
     shared_jobs = sorted((wc["task"], wc["model"]) for rule, wc in plan if rule == "dataset_shared")
     assert shared_jobs == [("echo_shared", "tiny_gqa"), ("echo_shared", "tiny_mha")]
@@ -89,7 +90,7 @@ def test_a_task_of_the_suite_is_scored_in_both_conditions(tiny_run, tmp_path):
         shared = pl.read_parquet(work / f"results/data/echo_shared/{m}.parquet")
         assert set(shared["seq_id"]) == ids and shared["score"].sum() == 10
         assert shared["seq_id"].to_list() == [i for i in data[m]["seq_id"] if i in ids]  # the model's order
-    for t in ("echo", "echo_shared"):
-        t1 = pl.read_csv(work / f"results/tables/table1_{t}_zero-query.csv")
-        assert sorted(t1["model"]) == ["tiny_gqa", "tiny_mha"] and "baseline_echo_ld" in t1.columns
-        assert (t1["n_score_prompts"] == 10).all()
+    assert not (work / "results" / "scores" / "echo").exists()  # the own condition: built, not scored
+    t1 = pl.read_csv(work / "results/tables/table1_echo_shared_zero-query.csv")
+    assert sorted(t1["model"]) == ["tiny_gqa", "tiny_mha"] and "baseline_echo_ld" in t1.columns
+    assert (t1["n_score_prompts"] == 10).all()
