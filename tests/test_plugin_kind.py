@@ -3,6 +3,8 @@ head's mean over all positions of the task set) runs through the score job, and 
 workflow, with no edit outside its module and the config: its one registration (a
 `vocab.KindSpec`) is all the plan, the engine and the tables learn of it."""
 
+import shutil
+
 import polars as pl
 import pytest
 import yaml
@@ -72,6 +74,9 @@ def test_a_kind_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     group; a misspelt kind is refused by name."""
     work = copy_workflow(tmp_path / "wf")
     reuse_models(tiny_run, work, ["tiny_gqa"])
+    # and its IOI dataset, which the ablation block does not change (modification times kept)
+    shutil.copytree(tiny_run / "results" / "data" / "ioi", work / "results" / "data" / "ioi",
+                    ignore=shutil.ignore_patterns("tiny_mha*"))
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     block = {"kinds": ["mean", "pooled"], "units": ["query"], "min_group": 10_000}
     cfg["models"] = {"tiny_gqa": {**cfg["models"]["tiny_gqa"], "ablation": block}}
@@ -82,6 +87,7 @@ def test_a_kind_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
         "--cores", "2", "--configfile", "pooled.yaml", cwd=work, env=env)
     res = work / "results"
     assert not (res / "logs" / "models").exists(), "the tiny run's model was to be reused"
+    assert not (res / "logs" / "data").exists(), "the tiny run's dataset was to be reused"
     pooled_s, mean_s = (pl.read_parquet(res / f"scores/ioi/tiny_gqa/{k}-query.parquet") for k in ("pooled", "mean"))
     assert_frame_equal(pooled_s, mean_s, check_exact=True)
     t1 = {k: pl.read_csv(res / f"tables/table1_ioi_{k}-query.csv") for k in ("pooled", "mean")}

@@ -78,10 +78,11 @@ def test_a_stash_key_does_not_depend_on_where_the_run_is(tmp_path, monkeypatch):
 def test_two_runs_at_once_each_count_their_own_jobs(tiny_run, tmp_path):
     """A run that makes the cost table, and meanwhile a run on other targets in the same
     directory (a model build): the cost table counts the first run's jobs, not the second's. The
-    first run reuses the tiny run's tiny_gqa (no model job of its own)."""
+    first run reuses the tiny run's tiny_gqa (no model job of its own) and runs its dataset, score
+    and curve in one job (group_stages: a family of one)."""
     work = copy_workflow(tmp_path / "wf")
     reuse_models(tiny_run, work, ["tiny_gqa"])
-    (work / "b.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"])))
+    (work / "b.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"], group_stages=True)))
     (work / "a.yaml").write_text(yaml.safe_dump(_small_config(["tiny_mha"])))
     cmd = SNAKEMAKE + ["--cores", "1", "--configfile", "b.yaml"]
     b = subprocess.Popen(cmd, cwd=work, env=smk_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
