@@ -66,7 +66,7 @@ def tiny_run(tmp_path_factory, worker_id):
 def built_once(tmp_path_factory, worker_id):
     """`built_once(name, build)`: a copy, this worker's own, of the directory `build(path)` made once
     for the whole test session. For a module's fixture whose tests change what they get (and put it
-    back): each worker used to build its own, paying the build twice."""
+    back), which each worker would otherwise build for itself."""
     shared = _session_dir(tmp_path_factory, worker_id)
 
     def get(name, build):

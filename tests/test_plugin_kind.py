@@ -3,14 +3,12 @@ head's mean over all positions of the task set) runs through the score job, and 
 workflow, with no edit outside its module and the config: its one registration (a
 `vocab.KindSpec`) is all the plan, the engine and the tables learn of it."""
 
-import shutil
-
 import polars as pl
 import pytest
 import yaml
 from helpers import card_for, ioi_shaped
 from polars.testing import assert_frame_equal
-from workflow_helpers import ROOT, copy_workflow, reuse_models, smk, smk_env
+from workflow_helpers import ROOT, copy_workflow, reuse_models, reuse_results, smk, smk_env
 
 from circuitloc import io
 from circuitloc.engine import pipeline as P
@@ -74,9 +72,8 @@ def test_a_kind_of_the_test_suite_runs_through_the_workflow(tiny_run, tmp_path):
     group; a misspelt kind is refused by name."""
     work = copy_workflow(tmp_path / "wf")
     reuse_models(tiny_run, work, ["tiny_gqa"])
-    # and its IOI dataset, which the ablation block does not change (modification times kept)
-    shutil.copytree(tiny_run / "results" / "data" / "ioi", work / "results" / "data" / "ioi",
-                    ignore=shutil.ignore_patterns("tiny_mha*"))
+    # and its IOI dataset, which the ablation block does not change
+    reuse_results(tiny_run, work, "data/ioi/tiny_gqa.parquet", "data/ioi/tiny_gqa.filter.json")
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     block = {"kinds": ["mean", "pooled"], "units": ["query"], "min_group": 10_000}
     cfg["models"] = {"tiny_gqa": {**cfg["models"]["tiny_gqa"], "ablation": block}}

@@ -72,7 +72,8 @@ def _kept_in_a_running_job(work: Path) -> list:
 def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     work = copy_workflow(tmp_path / "wf")
     (work / "kr.yaml").write_text(json.dumps(_config(tiny_dirs)))
-    args = [*TARGETS, "--cores", "1", "--configfile", "kr.yaml"]
+    opts = ["--cores", "1", "--configfile", "kr.yaml"]
+    args = [*TARGETS, *opts]
 
     # 1. start, and kill the whole process group once a score job has written some of its
     #    ablations and not all (one job at a time: the second model's job, or the first's)
@@ -137,9 +138,9 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     shutil.copy(work / "kr.yaml", ref / "kr.yaml")
     for sub in ("models", "data"):
         shutil.copytree(work / "results" / sub, ref / "results" / sub)
-    smk(*[t for t in TARGETS if Path(t).parent.name in killed], *args[len(TARGETS):], cwd=ref, timeout=600)
-    uninterrupted = _outputs(ref)
-    resumed = {k: v for k, v in _outputs(work).items() if Path(k).parent.name in killed}
-    assert len(_outputs(work)) == 2 * len(TARGETS)
+    smk(*[t for t in TARGETS if Path(t).parent.name in killed], *opts, cwd=ref, timeout=600)
+    uninterrupted, every = _outputs(ref), _outputs(work)
+    resumed = {k: v for k, v in every.items() if Path(k).parent.name in killed}
+    assert len(every) == 2 * len(TARGETS)
     assert sorted(resumed) == sorted(uninterrupted) and len(resumed) == 2 * len(KINDS) * len(UNITS)
     assert [k for k in resumed if resumed[k] != uninterrupted[k]] == []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import CORES, copy_workflow, smk, smk_env
+from workflow_helpers import CORES, copy_workflow, reuse_results, smk, smk_env
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
@@ -215,8 +215,7 @@ def test_slurm_profile_run_equals_local_run(slurm_cluster, tiny_run, tmp_path):
     # the local run's models, datasets and scores (mtimes kept): SLURM runs one torch job, tiny_mha's
     # IOI curves (two ablations). One wave of jobs: the plugin polls 2 s after it submits, then 10 s
     # later again each time no job has finished, so every further wave would cost 14 to 36 s here
-    for stage in ("models", "data", "scores"):
-        shutil.copytree(tiny_run / "results" / stage, work / "results" / stage)
+    reuse_results(tiny_run, work, "models", "data", "scores")
     env = smk_env(SLURM_CONF=slurm_cluster["SLURM_CONF"], PATH=slurm_cluster["PATH"])
     t0 = time.monotonic()
     p = smk("--profile", "profiles/slurm", "--configfile", ".test/config.yaml", "--jobs", CORES,

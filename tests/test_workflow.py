@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk
+from workflow_helpers import ROOT, copy_workflow, planned_jobs, reuse_models, smk
 
 from circuitloc.stats import Bootstrap, drop_intervals
 
@@ -245,7 +245,7 @@ def test_goldens_hold_under_other_batches_threads_and_kernels(tiny_run, tmp_path
     job (group_stages: the sweep's way); the tables must match the goldens within the same
     tolerances."""
     work = copy_workflow(tmp_path / "wf")
-    shutil.copytree(tiny_run / "results" / "models", work / "results" / "models")
+    reuse_models(tiny_run, work)
     cfg = yaml.safe_load((work / ".test" / "config.yaml").read_text())
     cfg["max_batch_tokens"] = 1000
     cfg["models"] = {"tiny_gqa": {**cfg["models"]["tiny_gqa"], "ablation": {"kinds": VARIANT_KINDS, "units": ["query"]}}}

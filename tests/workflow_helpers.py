@@ -35,12 +35,20 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def reuse_results(tiny_run: Path, work: Path, *paths: str) -> None:
+    """Files and folders of the tiny run's results/ (`paths` relative to it) copied into the
+    workflow copy `work`, modification times kept: Snakemake finds them newer than their inputs and
+    runs none of the jobs that made them."""
+    for rel in paths:
+        src, dest = tiny_run / "results" / rel, work / "results" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest)
+
+
 def reuse_models(tiny_run: Path, work: Path, models=("tiny_mha", "tiny_gqa")) -> None:
-    """The tiny run's built toys (card and weights, modification times kept) copied into the
-    workflow copy `work`: Snakemake finds them newer than their checkpoints and runs no model job,
-    so a test about later stages pays no model build (a torch job of several seconds)."""
-    for m in models:
-        shutil.copytree(tiny_run / "results" / "models" / m, work / "results" / "models" / m)
+    """The tiny run's built toys (card and weights) copied into the workflow copy `work`: a test
+    about later stages pays no model build (a torch job of several seconds)."""
+    reuse_results(tiny_run, work, *(f"models/{m}" for m in models))
 
 
 def planned_jobs(dry_run_output: str) -> list[tuple[str, dict]]:
