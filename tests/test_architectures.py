@@ -263,7 +263,7 @@ def test_card_counts_falcons_kv_heads(arch_dir, kind):
 # -- the generic path: TransformerLens' bridge, chosen where the fast engine does not know the model --
 def bridged(arch_dir, kind, dtype, engine="auto", budget=16):
     """(card, plain model, the scanner `scanner_for` picks, prompts)."""
-    from circuitloc.models.load import scanner_for
+    from circuitloc.engine.select import scanner_for
 
     path = arch_dir(kind)
     card = {**card_for(path), "dtype": dtype}
@@ -324,7 +324,7 @@ def test_fast_engine_is_chosen_for_a_verified_architecture(arch_dir):
 @pytest.mark.parametrize("kind, word", [("gpt2", "scan"), ("gptneo", "bridge"), ("ctrl", "scan-unverified")])
 def test_the_card_names_the_engine_its_jobs_scan_with(arch_dir, kind, word):
     """The card's `engine` is what `scanner_for` then picks from it: a card's word, not a guess."""
-    from circuitloc.models.load import engine_of, scanner_for
+    from circuitloc.engine.select import engine_of, scanner_for
 
     card = card_for(arch_dir(kind))
     assert engine_of(card["architecture"]) == word
@@ -338,7 +338,7 @@ def test_the_card_names_the_engine_its_jobs_scan_with(arch_dir, kind, word):
 
 
 def test_an_architecture_neither_engine_supports_is_one_line_naming_what_is_supported(arch_dir):
-    from circuitloc.models.load import bridge_architectures
+    from circuitloc.engine.select import bridge_architectures
 
     for engine in ("auto", "bridge"):
         with pytest.raises(UnsupportedArchitectureError) as e:
@@ -350,7 +350,7 @@ def test_an_architecture_neither_engine_supports_is_one_line_naming_what_is_supp
 
 
 def test_choose_engine():
-    from circuitloc.models.load import bridge_architectures, choose_engine
+    from circuitloc.engine.select import bridge_architectures, choose_engine
 
     assert {choose_engine(a) for a in VERIFIED} == {"scan"}
     assert choose_engine("GPTNeoForCausalLM") == choose_engine("BloomForCausalLM") == "bridge"

@@ -4,7 +4,7 @@ head: the two-layer circuit the induction task is meant to find."""
 import pytest
 import torch
 
-from circuitloc.engine.heads import induction_scores, previous_token_scores
+from circuitloc.tasks.induction import induction_scores, previous_token_scores
 from circuitloc.models.card import make_card
 from circuitloc.models.load import load
 from circuitloc.models.toy import train_toy

@@ -7,6 +7,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from circuitloc.errors import ModelSourceError
+from circuitloc.engine.select import engine_of
 from circuitloc.models.build import build_model
 from circuitloc.models.load import load, resolve_hf
 
@@ -16,7 +17,7 @@ EXPECT = {"neox": ("mha", 4, 4), "qwen_gqa": ("gqa", 4, 2), "qwen_mha": ("mha", 
 @pytest.mark.parametrize("kind", sorted(EXPECT))
 def test_hf_source_card_and_logits_equal_plain_transformers(tiny_dirs, tmp_path, kind):
     card_path = tmp_path / "card.json"
-    build_model(kind, {"source": "hf", "hf": str(tiny_dirs[kind]), "family": "tiny"}, card_path, tmp_path / "w")
+    build_model(kind, {"source": "hf", "hf": str(tiny_dirs[kind]), "family": "tiny"}, card_path, tmp_path / "w", engine_of)
     card = json.loads(card_path.read_text())
     assert (card["attention"], card["n_heads"], card["n_kv_heads"]) == EXPECT[kind]
     assert card["n_layers"] == 3 and card["d_model"] == 64 and card["d_head"] == 16
@@ -32,14 +33,14 @@ def test_hf_source_card_and_logits_equal_plain_transformers(tiny_dirs, tmp_path,
 
 def test_unknown_source_is_a_clear_error(tmp_path):
     with pytest.raises(ModelSourceError, match="'m1'.*unknown source 'bogus'"):
-        build_model("m1", {"source": "bogus"}, tmp_path / "card.json", tmp_path / "w")
+        build_model("m1", {"source": "bogus"}, tmp_path / "card.json", tmp_path / "w", engine_of)
     assert not (tmp_path / "card.json").exists()
 
 
 def test_missing_local_directory_names_it(tmp_path):
     missing = tmp_path / "nope"
     with pytest.raises(ModelSourceError, match=f"'m2'.*{missing}"):
-        build_model("m2", {"source": "hf", "hf": str(missing)}, tmp_path / "card.json", tmp_path / "w")
+        build_model("m2", {"source": "hf", "hf": str(missing)}, tmp_path / "card.json", tmp_path / "w", engine_of)
     assert not (tmp_path / "card.json").exists()
 
 

@@ -64,6 +64,7 @@ def test_snapshot_commit_reads_the_cache_layout(tmp_path):
 
 
 def test_revision_reaches_the_hub_and_the_card(offline, tmp_path):
+    from circuitloc.engine.select import engine_of
     from circuitloc.models.build import build_model
     from circuitloc.models.load import resolve_hf
 
@@ -75,20 +76,21 @@ def test_revision_reaches_the_hub_and_the_card(offline, tmp_path):
     with pytest.raises(ModelSourceError, match="revision .* is for hub ids"):
         resolve_hf("m", str(tmp_path), "v2")
     card = build_model("m", {"source": "hf", "hf": "org/tiny", "revision": "v2"}, tmp_path / "card.json",
-                       tmp_path / "weights")
+                       tmp_path / "weights", engine_of)
     assert card["revision"] == C2 and card["revision_requested"] == "v2"
     assert json.loads((tmp_path / "card.json").read_text())["revision"] == C2
 
 
 def test_a_hub_id_without_an_owner_resolves_through_the_cache(offline, tmp_path, monkeypatch):
     """`hf: gpt2` is what from_pretrained takes: a hub id, not a local directory named gpt2."""
+    from circuitloc.engine.select import engine_of
     from circuitloc.models.build import build_model
     from circuitloc.models.load import resolve_hf
 
     monkeypatch.chdir(tmp_path)  # no ./gpt2 here
     path = resolve_hf("g", "gpt2")
     assert hub.snapshot_commit(path) == C3 and path.startswith(str(offline / "models--gpt2"))
-    card = build_model("g", {"source": "hf", "hf": "gpt2"}, tmp_path / "card.json", tmp_path / "weights")
+    card = build_model("g", {"source": "hf", "hf": "gpt2"}, tmp_path / "card.json", tmp_path / "weights", engine_of)
     assert card["revision"] == C3 and card["architecture"] == "GPTNeoXForCausalLM"
     with pytest.raises(ModelSourceError, match=r"gpt3 not found in the Hugging Face cache"):
         resolve_hf("g", "gpt3")

@@ -9,6 +9,7 @@ import pytest
 from workflow_helpers import ROOT, resolve_over_test_config
 
 from circuitloc.engine import stages
+from circuitloc.engine.select import engine_of
 from circuitloc.models.build import build_model
 from circuitloc.plan import groups, views
 from circuitloc.resume import Stash
@@ -25,7 +26,7 @@ def setup(tmp_path_factory):
         "group_stages": True, "ablation": {"kinds": ["zero", "mean"], "units": ["query", "kv"], "min_group": 2},
         "bootstrap": {"n": 20}, "curves": {"methods": ["ranked"], "max_steps": 2, "control_draws": 2}})
     root = tmp_path_factory.mktemp("staged")
-    card = build_model("toy", cfg["models"]["toy"], root / "card.json", root / "weights")
+    card = build_model("toy", cfg["models"]["toy"], root / "card.json", root / "weights", engine_of)
     params = {"tasks": ["ioi"], "ablations": ABLATIONS, "seed": cfg["seed"], "batch_tokens": cfg["max_batch_tokens"],
               "device": "cpu", "opts": {"min_group": 2, "seed": cfg["seed"]}, "bootstrap": views.bootstrap_opts(cfg),
               "settings": groups.stage_settings(cfg, ["ioi"])(NS(model="toy"))}

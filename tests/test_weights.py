@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from circuitloc.errors import ModelSourceError
+from circuitloc.engine.select import engine_of
 from circuitloc.models import build
 from circuitloc.models.load import check_weights, load_engine
 
@@ -35,10 +36,10 @@ def _sha(path) -> str:
 def test_an_hf_rebuild_writes_a_byte_identical_card(tiny_dirs, tmp_path, slow_clock):
     spec = {"source": "hf", "hf": str(tiny_dirs["qwen_gqa"]), "family": "tiny"}
     card_path = tmp_path / "card.json"
-    build.build_model("m", spec, card_path, tmp_path / "w")
+    build.build_model("m", spec, card_path, tmp_path / "w", engine_of)
     first = card_path.read_bytes()
     card_path.unlink()
-    build.build_model("m", spec, card_path, tmp_path / "w")
+    build.build_model("m", spec, card_path, tmp_path / "w", engine_of)
     assert card_path.read_bytes() == first
     card = json.loads(first)
     assert not [k for k in card if "seconds" in k]
@@ -49,11 +50,11 @@ def test_an_hf_rebuild_writes_a_byte_identical_card(tiny_dirs, tmp_path, slow_cl
 def test_a_toy_rebuilt_from_its_checkpoint_writes_a_byte_identical_card(tmp_path, slow_clock):
     """Own weights (a directory() output), rebuilt in place: the same card, hashing the copied weights."""
     card_path, weights = tmp_path / "toy" / "card.json", tmp_path / "toy" / "weights"
-    card = build.build_model("toy", TOY, card_path, weights)
+    card = build.build_model("toy", TOY, card_path, weights, engine_of)
     first = card_path.read_bytes()
     shutil.rmtree(weights)
     card_path.unlink()
-    build.build_model("toy", TOY, card_path, weights)
+    build.build_model("toy", TOY, card_path, weights, engine_of)
     assert card_path.read_bytes() == first
     assert not [k for k in card if "seconds" in k]
     assert card["weights"]["files"]["model.safetensors"]["sha256"] == _sha(weights / "model.safetensors")
@@ -65,7 +66,7 @@ def own_copy(tiny_dirs, tmp_path):
     """A card over a copy of a tiny model directory, which the test may then damage."""
     src = tmp_path / "model"
     shutil.copytree(tiny_dirs["qwen_mha"], src)
-    card = build.build_model("mine", {"source": "hf", "hf": str(src)}, tmp_path / "card.json", tmp_path / "w")
+    card = build.build_model("mine", {"source": "hf", "hf": str(src)}, tmp_path / "card.json", tmp_path / "w", engine_of)
     return card, src / "model.safetensors"
 
 

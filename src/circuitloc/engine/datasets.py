@@ -9,7 +9,8 @@ from circuitloc import io
 from circuitloc.engine.job import engine_label
 from circuitloc.engine.settings import JobSettings
 from circuitloc.errors import DatasetError
-from circuitloc.models.load import load_engine, load_tokenizer, scanner_for
+from circuitloc.engine.select import scanner_for
+from circuitloc.models.load import load_engine, load_tokenizer
 from circuitloc.plan import vocab
 from circuitloc.runner import log
 from circuitloc.tasks.common import pad_id

@@ -14,7 +14,8 @@ from circuitloc.engine import ablation as A
 from circuitloc.engine import replacement as R
 from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.settings import JobSettings
-from circuitloc.models.load import bridge_over, load_engine, scanner_for
+from circuitloc.engine.select import scanner_for
+from circuitloc.models.load import bridge_over, load_engine
 from circuitloc.tasks import registry
 from circuitloc.tasks.common import pad_id
 from circuitloc.tasks.common import prompts as to_prompts
@@ -25,7 +26,7 @@ log = logging.getLogger("circuitloc")
 
 def engine_label(card: dict, task: str, ablation: str | None = None, engine: str | None = None) -> str:
     """Who an engine error or log line is about: model (architecture, dtype, and the engine that
-    ran: scan or bridge, `models.load.scanner_for`), task and ablation."""
+    ran: scan or bridge, `engine.select.scanner_for`), task and ablation."""
     ran = f", engine {engine}" if engine else ""
     return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}{ran}), task {task}"
             + (f", ablation {ablation}" if ablation else ""))
@@ -48,7 +49,7 @@ class AblationJob:
     replacement came from aligned prompts; NaN for a kind that builds none), and `floor()`,
     `floor_per_prompt()`, `clean_per_prompt()` for the metric with the task gone and clean, and
     `engine`: which engine scans (scan: the fast exact engine; bridge: TransformerLens' generic
-    path), chosen by `models.load.scanner_for` from the card's architecture (a card's `engine`, when
+    path), chosen by `engine.select.scanner_for` from the card's architecture (a card's `engine`, when
     set, forces one)."""
 
     def __init__(self, settings: JobSettings, dataset, ablation: str, rows=None, loaded=None,

@@ -19,7 +19,7 @@ checks that they reach for nothing private.
 
 `BridgeScanner` (engine.bridge) is the generic exact path for architectures the fast engine does not know: the same
 interface, heads ablated at TransformerLens 4's `blocks.{l}.attn.hook_z`, one full forward per
-stacked batch (no resume), so slower with the same numbers. `models.load.scanner_for` chooses.
+stacked batch (no resume), so slower with the same numbers. `engine.select.scanner_for` chooses.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ Face id or directory) and its card, the facts every later stage reads about it."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 
@@ -10,15 +11,17 @@ from circuitloc import io
 from circuitloc.errors import ModelSourceError
 from circuitloc.models.card import make_card, weights_record
 from circuitloc.models.gguf import convert_gguf, fetch_gguf
-from circuitloc.models.load import engine_of, load_tokenizer, resolve_hf
+from circuitloc.models.load import load_tokenizer, resolve_hf
 from circuitloc.models.toy import train_toy
 from circuitloc.plan.hub import snapshot_commit
 from circuitloc.runner import log
 
 
-def build_model(name: str, spec: dict, card_path, weights_dir) -> dict:
+def build_model(name: str, spec: dict, card_path, weights_dir, engine_of: Callable[[str], str]) -> dict:
     """Build (or resolve) the model's weights and write its card. The card holds no timings (they go
-    to the log; the rule's benchmark file has the job's), so identical weights give identical bytes."""
+    to the log; the rule's benchmark file has the job's), so identical weights give identical bytes.
+    `engine_of`: the engine wing's word for an architecture (circuitloc.engine.select.engine_of),
+    passed in by the caller so that the model stage imports nothing of the engine."""
 
     source = spec.get("source")
     t0 = perf_counter()
