@@ -14,7 +14,7 @@ padded prompt set; the last-position unembedding is left out) per second.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import multiprocessing as mp
 import queue
 import resource
@@ -88,6 +88,7 @@ def _save_tokenizer(path: Path, vocab_size: int):
 def _model(args):
     import torch
 
+    from circuitloc.modelcard import ModelCard
     from circuitloc.models.load import load
 
     if args.random:
@@ -110,8 +111,7 @@ def _model(args):
             "io_id": torch.randint(1000, vocab, (args.prompts,), generator=g),
             "s_id": torch.randint(1000, vocab, (args.prompts,), generator=g)})
         return bridge, prompts, bridge.cfg.n_heads, bridge.cfg.d_head
-    card = json.loads(Path(args.card).read_text())
-    card["dtype"] = args.dtype
+    card = dataclasses.replace(ModelCard.read(args.card), dtype=args.dtype)
     bridge, tok = load(card, args.device)
 
     from circuitloc.tasks.common import pad_id
@@ -119,8 +119,8 @@ def _model(args):
     from circuitloc.tasks.ioi import build, generate
     from circuitloc.tasks.registry import TASKS
 
-    df, _ = build(generate(200, 0), tok, card["prepend_bos"], args.prompts, args.prompts, 0)
-    return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card["n_heads"], card["d_head"]
+    df, _ = build(generate(200, 0), tok, card.prepend_bos, args.prompts, args.prompts, 0)
+    return bridge, to_prompts(df, TASKS["ioi"], pad_id(tok)), card.n_heads, card.d_head
 
 
 def _measure(args, mode, queue):

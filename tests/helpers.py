@@ -39,12 +39,15 @@ def tiny_model(kind: str, vocab_size: int, seed: int = 0):
     return Qwen2ForCausalLM(cfg).eval()
 
 
-def card_for(path, name="tiny", source="hf"):
+def card_for(path, name="tiny", source="hf", **fields):
+    """The card of the model directory `path`, `fields` (dtype, engine, ...) changed."""
+    import dataclasses
+
     from circuitloc.models.card import make_card
     from circuitloc.models.load import load_hf
 
     _, tok = load_hf(str(path))
-    return make_card(name, {"source": source, "hf": str(path)}, str(path), tok)
+    return dataclasses.replace(make_card(name, {"source": source, "hf": str(path)}, str(path), tok), **fields)
 
 
 def random_prompts(vocab, n=5, seed=0):
@@ -76,3 +79,15 @@ def ioi_shaped(n: int, n_templates: int, seed: int):
                          "template": [i % n_templates for i in range(n)]},
                         schema={"input_ids": pl.List(pl.Int64), "io_id": pl.Int64, "s_id": pl.Int64,
                                 "template": pl.Int64})
+
+
+def model_card(**fields):
+    """A model card for tests that need a few of its fields (the rest: a small GQA model's); the
+    typed record every stage reads (circuitloc.modelcard.ModelCard)."""
+    from circuitloc.modelcard import ModelCard
+
+    base = {"name": "m", "source": "hf", "family": "f", "attention": "gqa", "n_layers": 2, "n_heads": 4,
+            "n_kv_heads": 2, "d_model": 16, "d_head": 4, "n_params": 1, "dtype": "float32",
+            "tokenizer": "PreTrainedTokenizerFast", "prepend_bos": False, "path": "m", "facts_form": "natural",
+            "architecture": "Qwen2ForCausalLM"}
+    return ModelCard(**{**base, **fields})

@@ -4,6 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from helpers import model_card
+
 from circuitloc.metrics import specificity_verdict
 from circuitloc.report.analysis import compare, robustness, stability_rows, unit_drops
 
@@ -116,7 +118,7 @@ def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
                               "n_prompts": 10, "prompts": "heldout"}])
 
     ctrl = pl.DataFrame({"ld": [1.0], "unit": ["L0"], "layer": [0], "head": [0]})
-    cards = {m: {"attention": "gqa"} for m in ("ok", "dead")}
+    cards = {m: model_card(attention="gqa") for m in ("ok", "dead")}
     t2 = table2("ioi", cards, {"ok": curve(2.0, -0.5), "dead": curve(-0.2, 0.3)}, {"ok": ctrl, "dead": ctrl})
     t2 = {r["model"]: r for r in t2.iter_rows(named=True)}
     assert t2["ok"]["sign_flip"] is True
@@ -128,7 +130,7 @@ def test_heatmap_and_table1_accept_layer_units():
     from circuitloc.engine.ablation import units
     from circuitloc.report.plots import heatmaps
 
-    card = {"n_layers": 3, "n_heads": 4, "n_kv_heads": 2}
+    card = model_card(n_layers=3, n_heads=4, n_kv_heads=2)
     rows = units(card, "layer")
     assert [u["unit"] for u in rows] == ["L0", "L1", "L2"] and all(u["heads"] == [0, 1, 2, 3] for u in rows)
     import pandas as pd  # plots.py takes pandas on this branch (a figure test: unchanged)

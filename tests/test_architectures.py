@@ -11,6 +11,7 @@ the fast engine does not know (GPT-Neo), it equals the same weight-zeroing refer
 architecture neither supports (CTRL) is a one-line error naming what is supported."""
 
 import contextlib
+import dataclasses
 import operator
 
 import pytest
@@ -169,7 +170,7 @@ def value_head_zeroed(model, kind, layer: int, group: int, card):
     the module that computes it: every query head of the group then outputs z = 0."""
     n_kv, path, cols = VALUE_HEAD[kind]
     mod = operator.attrgetter(path)(_layers(model, kind)[layer])
-    sl = cols(group, card["d_head"], card["n_heads"], n_kv)
+    sl = cols(group, card.d_head, card.n_heads, n_kv)
 
     def zero(m, args, out):
         out = out.clone()
@@ -194,10 +195,9 @@ def logit_a(logits, f):
 
 def setup(arch_dir, kind, dtype, budget=16):
     path = arch_dir(kind)
-    card = card_for(path)
-    card["dtype"] = dtype
+    card = card_for(path, dtype=dtype)
     model, tok = load_hf(str(path), dtype)
-    return card, model, Scanner(model, card["n_heads"], card["d_head"], max_batch_tokens=budget), \
+    return card, model, Scanner(model, card.n_heads, card.d_head, max_batch_tokens=budget), \
         random_prompts(len(tok), n=5, seed=1)
 
 
@@ -225,12 +225,12 @@ def test_engine_ablation_equals_zeroing_the_heads_weight_slice(arch_dir, kind, d
     """Each head alone, two heads of a layer, heads across layers and a whole layer; the
     self-check (which raises on a mismatch) passes first, as in every job."""
     card, model, sc, p = setup(arch_dir, kind, dtype)
-    assert card["architecture"] in VERIFIED
+    assert card.architecture in VERIFIED
     sc.self_check(p)
-    H, L = card["n_heads"], card["n_layers"]
+    H, L = card.n_heads, card.n_layers
     sets = [{layer: [h]} for layer in range(L) for h in range(H)]
     sets += [{0: [0, 2]}, {0: [1], L - 1: [3]}, {L - 1: list(range(H))}]
-    want, tol = check_cases(sc, model, p, [(s, heads_zeroed(model, kind, s, card["d_head"])) for s in sets], dtype)
+    want, tol = check_cases(sc, model, p, [(s, heads_zeroed(model, kind, s, card.d_head)) for s in sets], dtype)
     if dtype == "float32":  # every head matters here, far above the tolerance: the check has teeth
         assert (want[1 : 1 + L * H] - want[0]).abs().amax(dim=1).min() > 100 * tol
 
@@ -242,9 +242,9 @@ def test_kv_group_ablation_equals_zeroing_the_shared_value_head(arch_dir, kind, 
     multi-query attention: ablating the query heads that share a value head = zeroing that value
     head's output."""
     card, model, sc, p = setup(arch_dir, kind, dtype)
-    n_kv, per = VALUE_HEAD[kind][0], card["n_heads"] // VALUE_HEAD[kind][0]
+    n_kv, per = VALUE_HEAD[kind][0], card.n_heads // VALUE_HEAD[kind][0]
     cases = [({layer: list(range(g * per, (g + 1) * per))}, value_head_zeroed(model, kind, layer, g, card))
-             for layer in range(card["n_layers"]) for g in range(n_kv)]
+             for layer in range(card.n_layers) for g in range(n_kv)]
     want, tol = check_cases(sc, model, p, cases, dtype)
     if dtype == "float32":
         assert (want[1:] - want[0]).abs().amax(dim=1).min() > 100 * tol
@@ -266,7 +266,7 @@ def bridged(arch_dir, kind, dtype, engine="auto", budget=16):
     from circuitloc.engine.select import scanner_for
 
     path = arch_dir(kind)
-    card = {**card_for(path), "dtype": dtype}
+    card = card_for(path, dtype=dtype)
     model, tok = load_hf(str(path), dtype)
     return card, model, scanner_for(card, (model, tok), budget, engine=engine), random_prompts(len(tok), n=5, seed=1)
 
@@ -282,10 +282,10 @@ def test_forced_bridge_engine_equals_the_fast_engine(arch_dir, kind, dtype):
     from circuitloc.engine.replacement import mean_replacement
 
     card, model, slow, p = bridged(arch_dir, kind, dtype, engine="bridge")
-    fast = Scanner(model, card["n_heads"], card["d_head"], max_batch_tokens=16)
+    fast = Scanner(model, card.n_heads, card.d_head, max_batch_tokens=16)
     assert isinstance(slow, BridgeScanner) and (slow.engine, fast.engine) == ("bridge", "scan")
     slow.self_check(p)
-    rows = [{layer: [h]} for layer in range(card["n_layers"]) for h in range(card["n_heads"])]
+    rows = [{layer: [h]} for layer in range(card.n_layers) for h in range(card.n_heads)]
     sets = [{}] + rows + [{0: [0, 2], 1: [3]}]
     tol = tolerance(getattr(torch, dtype), float(last_logits(model, p).abs().max()))
     got = {"zero": (slow.run(p, sets, {"logit": logit_a})["logit"], fast.run(p, sets, {"logit": logit_a})["logit"])}
@@ -306,12 +306,12 @@ def test_bridge_is_chosen_for_an_architecture_the_fast_engine_does_not_know(arch
     does not look for): `scanner_for` picks the bridge, whose ablations equal zeroing the heads'
     weight slice in a plain forward."""
     card, model, sc, p = bridged(arch_dir, "gptneo", dtype)
-    assert card["architecture"] not in VERIFIED and sc.engine == "bridge"
+    assert card.architecture not in VERIFIED and sc.engine == "bridge"
     with pytest.raises(UnsupportedArchitectureError, match="GPTNeoBlock"):
-        Scanner(model, card["n_heads"], card["d_head"])
+        Scanner(model, card.n_heads, card.d_head)
     sc.self_check(p)
-    sets = [{layer: [h]} for layer in range(card["n_layers"]) for h in range(card["n_heads"])] + [{0: [1, 3], 1: [0]}]
-    cases = [(s, heads_zeroed(model, "gptneo", s, card["d_head"])) for s in sets]
+    sets = [{layer: [h]} for layer in range(card.n_layers) for h in range(card.n_heads)] + [{0: [1, 3], 1: [0]}]
+    cases = [(s, heads_zeroed(model, "gptneo", s, card.d_head)) for s in sets]
     want, tol = check_cases(sc, model, p, cases, dtype)
     if dtype == "float32":
         assert (want[1:] - want[0]).abs().amax(dim=1).min() > 100 * tol
@@ -327,14 +327,14 @@ def test_the_card_names_the_engine_its_jobs_scan_with(arch_dir, kind, word):
     from circuitloc.engine.select import engine_of, scanner_for
 
     card = card_for(arch_dir(kind))
-    assert engine_of(card["architecture"]) == word
+    assert engine_of(card.architecture) == word
     if kind != "ctrl":
         model, tok = load_hf(str(arch_dir(kind)), "float32")
-        assert scanner_for({**card, "engine": word}, (model, tok), 16, engine=word).engine == word
+        assert scanner_for(dataclasses.replace(card, engine=word), (model, tok), 16, engine=word).engine == word
     else:  # the fast engine refuses CTRL: the card's word still gets the one-line refusal
         model, tok = load_hf(str(arch_dir(kind)), "float32")
         with pytest.raises(UnsupportedArchitectureError, match="supported neither"):
-            scanner_for({**card, "engine": word}, (model, tok), 16, engine=word)
+            scanner_for(dataclasses.replace(card, engine=word), (model, tok), 16, engine=word)
 
 
 def test_an_architecture_neither_engine_supports_is_one_line_naming_what_is_supported(arch_dir):
@@ -376,7 +376,7 @@ def test_job_records_which_engine_ran_and_callers_do_not_change(arch_dir):
     data = mark_scoring(ioi_shaped(12, 2, seed=2), 6)
     card = card_for(arch_dir("gpt2"))
     jobs = [AblationJob(JobSettings(card=c, batch_tokens=64, task="ioi", min_group=2, seed=0), data, "mean-query")
-            for c in (card, {**card, "engine": "bridge"})]
+            for c in (card, dataclasses.replace(card, engine="bridge"))]
     assert [j.engine for j in jobs] == ["scan", "bridge"]
     assert "engine scan" in jobs[0].scanner.label and "engine bridge" in jobs[1].scanner.label
     assert jobs[1].bridge is jobs[1].scanner.bridge
@@ -395,7 +395,7 @@ def test_bridge_self_check_catches_a_broken_path(arch_dir, monkeypatch):
 
     card, model, sc, p = bridged(arch_dir, "gptneo", "float32")
     sc.self_check(p)
-    wrong = BridgeScanner(sc.bridge, card["n_heads"], card["d_head"] * 2, reference=model)  # a card's wrong head_dim
+    wrong = BridgeScanner(sc.bridge, card.n_heads, card.d_head * 2, reference=model)  # a card's wrong head_dim
     with pytest.raises(UnsupportedArchitectureError, match=r"hook_z carries \(\d+, \d+, 32\), not .* 64\]"):
         wrong.self_check(p)
     orig = BridgeScanner._forward_from

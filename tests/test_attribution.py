@@ -24,7 +24,7 @@ def test_attribution_matches_finite_difference(tiny_dirs):
     n, t = 4, 7
     p = Prompts(torch.randint(4, len(tok), (n, t), generator=g), torch.full((n,), t - 1),
                 {"a": torch.randint(4, len(tok), (n,), generator=g), "b": torch.randint(4, len(tok), (n,), generator=g)})
-    sc = Scanner(model, card["n_heads"], card["d_head"])
+    sc = Scanner(model, card.n_heads, card.d_head)
     att = attribute(sc, p, ld)
     zs = {}
     hs = [out_proj(layer).register_forward_pre_hook(lambda m, a, i=i: zs.__setitem__(i, a[0].detach().clone()))
@@ -34,9 +34,9 @@ def test_attribution_matches_finite_difference(tiny_dirs):
     for h in hs:
         h.remove()
     delta = 1e-3
-    sc.replacement = {i: (1 - delta) * z.view(n, t, card["n_heads"], card["d_head"]) for i, z in zs.items()}
-    sets = [{}] + [{l: [h]} for l in range(card["n_layers"]) for h in range(card["n_heads"])]
+    sc.replacement = {i: (1 - delta) * z.view(n, t, card.n_heads, card.d_head) for i, z in zs.items()}
+    sets = [{}] + [{l: [h]} for l in range(card.n_layers) for h in range(card.n_heads)]
     vals = sc.run(p, sets, {"ld": ld})["ld"].mean(1).double()
-    fd = ((vals[1:] - vals[0]) / delta).view(card["n_layers"], card["n_heads"])
+    fd = ((vals[1:] - vals[0]) / delta).view(card.n_layers, card.n_heads)
     assert torch.allclose(att.double(), fd, rtol=2e-2, atol=2e-3), (att, fd)
     assert att.abs().max() > 1e-3

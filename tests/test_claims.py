@@ -4,13 +4,15 @@ where it does not, and a run that cannot test it."""
 import polars as pl
 import pytest
 
+from helpers import model_card
+
 from circuitloc.report import claims as C
 from circuitloc.report import claims_pairing as P
 
 
 def card(name, attention, family, n_params=10**8, source="gguf", n_layers=12):
-    return {"name": name, "attention": attention, "family": family, "n_params": n_params, "source": source,
-            "n_layers": n_layers}
+    return model_card(name=name, attention=attention, family=family, n_params=n_params, source=source,
+                      n_layers=n_layers)
 
 
 def t1(rows):
@@ -150,7 +152,7 @@ def test_ratio_claim_on_the_papers_six_models(gqa_pct, expect):
                                                         (False, False, C.FAILS)])
 def test_same_head_claim_on_the_papers_six_models(same_mha, same_gqa, expect):
     st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query",
-                        "same_top": same_gqa if c["attention"] == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
+                        "same_top": same_gqa if c.attention == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
                        for m, c in PAPER.items()])
     row = C.same_head_easy_hard(C.Run({C.IOI_STAB: st}, PAPER))
     assert row["verdict"] == expect and "pythia_160m" not in row["models"].split(", ")

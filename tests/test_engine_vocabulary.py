@@ -46,10 +46,12 @@ def test_replacement_and_attribution_use_only_public_names_of_scan(client):
 def test_units_are_typed_records_with_the_old_labels():
     from dataclasses import FrozenInstanceError
 
+    from helpers import model_card
+
     from circuitloc.engine.ablation import as_sets, units
     from circuitloc.units import Unit
 
-    card = {"n_layers": 2, "n_heads": 4, "n_kv_heads": 2}
+    card = model_card(n_layers=2, n_heads=4, n_kv_heads=2)
     want = {"query": [(f"L{l}H{h}", l, h, (h,)) for l in range(2) for h in range(4)],
             "kv": [(f"L{l}G{g}", l, g, (2 * g, 2 * g + 1)) for l in range(2) for g in range(2)],
             "layer": [(f"L{l}", l, 0, (0, 1, 2, 3)) for l in range(2)]}

@@ -16,7 +16,7 @@ from circuitloc.engine import datasets as D
 from circuitloc.engine import pipeline as P
 from circuitloc.engine.job import read_ranked
 from circuitloc.engine.scan import Scanner
-from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
 from circuitloc.errors import ArtifactError, NonFiniteError
 from circuitloc.plan.console import explain_failures, last_error_line
 from circuitloc.stats import Bootstrap
@@ -85,7 +85,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
             P.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(*out))
         else:
             cfg = {"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"}
-            P.curve(_job(card, curves=cfg), data, "zero-query", CurveFiles(scores, *out))
+            P.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, *out))
     msg = str(e.value)
     for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
         assert part in msg, (part, msg)

@@ -4,6 +4,7 @@ per-unit damage, so which set chose a unit and which reported it is visible in t
 import numpy as np
 import pytest
 import torch
+from helpers import model_card
 
 from circuitloc.engine import ablation as A
 
@@ -39,7 +40,7 @@ class _Scanner:
 
 
 def _units(n=6):
-    return A.units({"n_layers": 1, "n_heads": n, "n_kv_heads": n}, "query")
+    return A.units(model_card(n_layers=1, n_heads=n, n_kv_heads=n), "query")
 
 
 def test_greedy_chooses_on_the_selection_prompts_and_reports_on_the_held_out_ones():

@@ -5,10 +5,12 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from helpers import model_card
+
+from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
 from circuitloc.stats import Bootstrap
 
-CARD = {"name": "m"}
+CARD = model_card()
 SCORE_PARAMS = {"ablations": ["zero-query", "mean-kv"], "opts": {"min_group": 4, "seed": 3}, "metric": "accuracy",
                 "bootstrap": {"n": 50, "ci": 0.9, "seed": 3}, "batch_tokens": 2048, "device": "cpu", "code": "h",
                 "resume": "results/.resume"}
@@ -23,9 +25,15 @@ def test_a_score_rules_params_become_one_record():
 
 
 def test_a_curve_rule_gives_its_curve_config_and_one_seed():
-    cfg = {"prompts": "heldout", "max_steps": 3}
+    cfg = {"prompts": "heldout", "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "threshold": 0.8,
+           "n_curve": None}
     job = JobSettings.from_params({**SCORE_PARAMS, "seed": 3, "cfg": cfg}, CARD, task="ioi", curves=cfg)
-    assert job.curves == cfg and job.seed == 3
+    assert job.curves == CurveSettings(methods=("ranked",), max_steps=3, control_draws=2, prompts="heldout")
+    assert job.seed == 3
+    with pytest.raises(FrozenInstanceError):
+        job.curves.max_steps = 1
+    with pytest.raises(ValueError, match="curve config lacks greedy_candidates, greedy_steps"):
+        CurveSettings.of({**cfg, "methods": ["ranked", "greedy"]})
     with pytest.raises(ValueError, match=r"two seeds \[0, 3\]"):
         JobSettings.from_params({**SCORE_PARAMS, "seed": 0}, CARD, task="ioi")
 

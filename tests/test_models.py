@@ -1,6 +1,5 @@
 """The models stage: hf/local sources, cards, and the bad inputs a user will meet."""
 
-import json
 
 import pytest
 import torch
@@ -8,6 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from circuitloc.errors import ModelSourceError
 from circuitloc.engine.select import engine_of
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.build import build_model
 from circuitloc.models.load import load, resolve_hf
 
@@ -18,12 +18,12 @@ EXPECT = {"neox": ("mha", 4, 4), "qwen_gqa": ("gqa", 4, 2), "qwen_mha": ("mha", 
 def test_hf_source_card_and_logits_equal_plain_transformers(tiny_dirs, tmp_path, kind):
     card_path = tmp_path / "card.json"
     build_model(kind, {"source": "hf", "hf": str(tiny_dirs[kind]), "family": "tiny"}, card_path, tmp_path / "w", engine_of)
-    card = json.loads(card_path.read_text())
-    assert (card["attention"], card["n_heads"], card["n_kv_heads"]) == EXPECT[kind]
-    assert card["n_layers"] == 3 and card["d_model"] == 64 and card["d_head"] == 16
-    assert card["engine"] == "scan"  # GPT-NeoX and Qwen2: the fast engine is proven on both
+    card = ModelCard.read(card_path)
+    assert (card.attention, card.n_heads, card.n_kv_heads) == EXPECT[kind]
+    assert card.n_layers == 3 and card.d_model == 64 and card.d_head == 16
+    assert card.engine == "scan"  # GPT-NeoX and Qwen2: the fast engine is proven on both
     plain = AutoModelForCausalLM.from_pretrained(tiny_dirs[kind]).eval()
-    assert card["n_params"] == sum(p.numel() for p in plain.parameters())
+    assert card.n_params == sum(p.numel() for p in plain.parameters())
     bridge, tok = load(card)
     ids = torch.randint(4, len(tok), (2, 9))
     with torch.no_grad():

@@ -11,7 +11,7 @@ from workflow_helpers import ROOT
 
 from circuitloc import io, resume
 from circuitloc.engine import pipeline as P
-from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles, SpecificityFiles
+from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles, SpecificityFiles
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.common import mark_scoring
 
@@ -51,7 +51,7 @@ def _paths(root, name):
 def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     root, card, dataset = data
     alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
-    job = _job(card, bootstrap=BOOT, curves=CFG)
+    job = _job(card, bootstrap=BOOT, curves=CurveSettings.of(CFG))
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
         P.score(job, dataset, a, _score_files(alone, [a])[0])
         P.curve(job, dataset, a, _curve_files(alone, [a])[0])

@@ -7,6 +7,8 @@ import numpy as np
 import polars as pl
 import torch
 
+from helpers import model_card
+
 from circuitloc import metrics as M
 from circuitloc.engine.ablation import Baseline, Probe, ranked_curve, score_units, units
 from circuitloc.engine.scan import Scanner
@@ -77,8 +79,8 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
     for n_kv in (4, 2):
         m = planted_model(n_kv)
         eps = m.config.rms_norm_eps
-        card = {"n_layers": 2, "n_heads": H, "n_kv_heads": n_kv, "d_head": D // H, "attention": "mha" if n_kv == H else "gqa",
-                "family": "planted", "n_params": 1}
+        card = model_card(n_layers=2, n_heads=H, n_kv_heads=n_kv, d_head=D // H,
+                          attention="mha" if n_kv == H else "gqa", family="planted", n_params=1)
         task = TASKS["ioi"]
         n = 6
         p = Prompts(torch.randint(3, 8, (n, 5)), torch.full((n,), 4), {"io_id": torch.full((n,), 1),
@@ -111,7 +113,7 @@ def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_exclu
     from circuitloc.metrics import control_layers
 
     m = planted_model(4)
-    card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 4, "d_head": D // H}
+    card = model_card(n_layers=2, n_heads=H, n_kv_heads=4, d_head=D // H)
     p = Prompts(torch.randint(3, 8, (3, 5)), torch.full((3,), 4), {"io_id": torch.full((3,), 1),
                                                                   "s_id": torch.full((3,), 2)})
     sc = Scanner(m, H, D // H)
@@ -172,8 +174,8 @@ def ld_plain_forward(m, ids, zeroed: dict) -> float:
 def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
     m = redundant_model()
     eps = m.config.rms_norm_eps
-    card = {"n_layers": 2, "n_heads": H, "n_kv_heads": 2, "d_head": D // H, "attention": "gqa",
-            "family": "planted", "n_params": 1}
+    card = model_card(n_layers=2, n_heads=H, n_kv_heads=2, d_head=D // H, attention="gqa", family="planted",
+                      n_params=1)
     task = TASKS["ioi"]
     n = 4
     ids = torch.randint(3, 8, (n, 5))

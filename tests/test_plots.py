@@ -14,6 +14,8 @@ import polars as pl
 import pytest
 from matplotlib.colors import to_hex
 
+from helpers import model_card
+
 from circuitloc.report import plots, scale_plots, style
 
 TOY_MHA, TOY_GQA, SMOL = 641408, 591872, 134515008
@@ -70,7 +72,7 @@ def test_scale_one_colour_per_family_in_every_panel_and_figure():
     assert _colour_at(top[1], SMOL, "s") == style.style("smollm2", "gqa")["color"].lower()
     assert gqa != mha
     # the same colour in the curves figure
-    cards = {"toy_gqa": {"family": "toy", "attention": "gqa"}, "toy_mha": {"family": "toy", "attention": "mha"}}
+    cards = {"toy_gqa": model_card(family="toy", attention="gqa"), "toy_mha": model_card(family="toy", attention="mha")}
     curve = pl.DataFrame({"method": ["ranked"] * 3, "step": [1, 2, 3], "damage": [0.5, 0.9, 1.0]})
     cfig = plots.curves({"toy_mha": curve, "toy_gqa": curve}, cards)
     colours = {ln.get_label(): to_hex(ln.get_color()) for ax in cfig.axes for ln in ax.get_lines()}
@@ -139,8 +141,8 @@ def test_scale_labels_of_two_censored_models_do_not_overlap():
 
 
 def test_curves_accept_polars_and_start_at_zero():
-    cards = {"a": {"family": "toy", "attention": "mha"}, "b": {"family": "toy", "attention": "gqa"},
-             "c": {"family": "smollm2", "attention": "gqa", "n_params": SMOL}}
+    cards = {"a": model_card(family="toy", attention="mha"), "b": model_card(family="toy", attention="gqa"),
+             "c": model_card(family="smollm2", attention="gqa", n_params=SMOL)}
     c = pl.DataFrame({"method": ["ranked"] * 4 + ["random"], "step": [1, 2, 3, 4, 1],
                       "damage": [0.3, 0.7, 0.9, 1.0, 0.1], "damage_lo": [0.2, 0.6, 0.8, 0.9, 0.0],
                       "damage_hi": [0.4, 0.8, 1.0, 1.1, 0.2]})
@@ -157,7 +159,7 @@ def test_heatmaps_and_stability_read_only_the_columns_they_draw():
                       "unit": [f"L{i // 32}H{i % 32}" for i in range(128)], "drop": rng.normal(size=128)})
     # a score table carries a column of lists (`heads`) the figure never needs
     sp = s.with_columns(heads=pl.Series([[i % 32] for i in range(128)]))
-    fig = plots.heatmaps({"m": s, "p": sp}, cards={"m": {"family": "toy", "attention": "gqa"}})
+    fig = plots.heatmaps({"m": s, "p": sp}, cards={"m": model_card(family="toy", attention="gqa")})
     assert "toy · GQA" in fig.axes[0].get_title()
     fig.canvas.draw()
     assert not _overlap(fig.axes[0].get_xticklabels())  # 32 heads on a 3-inch panel

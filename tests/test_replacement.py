@@ -21,7 +21,7 @@ from circuitloc.prompts import Prompts
 def _scanner(tiny_dirs, kind="qwen_gqa", budget=4096):
     card = card_for(tiny_dirs[kind])
     bridge, tok = load(card)
-    return card, bridge, tok, Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
+    return card, bridge, tok, Scanner(engine_model(bridge), card.n_heads, card.d_head, max_batch_tokens=budget)
 
 
 def _every_unit(card):
@@ -87,7 +87,7 @@ def test_resample_patches_the_source_prompts_activation(tiny_dirs):
     src = np.array([1, 0])
     sc.replacement = resample_replacement(sc, p, np.arange(2), src)
     layer = 1
-    got = sc.run(p, [{layer: list(range(card["n_heads"]))}], {"ld": ld})["ld"][0]
+    got = sc.run(p, [{layer: list(range(card.n_heads))}], {"ld": ld})["ld"][0]
     _, cache = bridge.run_with_cache(ids, names_filter=lambda n: n == f"blocks.{layer}.attn.hook_z")
     z = cache[f"blocks.{layer}.attn.hook_z"]
     with torch.no_grad():

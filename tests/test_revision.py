@@ -77,7 +77,7 @@ def test_revision_reaches_the_hub_and_the_card(offline, tmp_path):
         resolve_hf("m", str(tmp_path), "v2")
     card = build_model("m", {"source": "hf", "hf": "org/tiny", "revision": "v2"}, tmp_path / "card.json",
                        tmp_path / "weights", engine_of)
-    assert card["revision"] == C2 and card["revision_requested"] == "v2"
+    assert card.revision == C2 and card.revision_requested == "v2"
     assert json.loads((tmp_path / "card.json").read_text())["revision"] == C2
 
 
@@ -91,7 +91,7 @@ def test_a_hub_id_without_an_owner_resolves_through_the_cache(offline, tmp_path,
     path = resolve_hf("g", "gpt2")
     assert hub.snapshot_commit(path) == C3 and path.startswith(str(offline / "models--gpt2"))
     card = build_model("g", {"source": "hf", "hf": "gpt2"}, tmp_path / "card.json", tmp_path / "weights", engine_of)
-    assert card["revision"] == C3 and card["architecture"] == "GPTNeoXForCausalLM"
+    assert card.revision == C3 and card.architecture == "GPTNeoXForCausalLM"
     with pytest.raises(ModelSourceError, match=r"gpt3 not found in the Hugging Face cache"):
         resolve_hf("g", "gpt3")
 

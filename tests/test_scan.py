@@ -27,7 +27,7 @@ def test_engine_equals_naive_loop(tiny_dirs, kind, budget, ablation):
     p = _prompts(len(tok))
     unit_rows = units(card, ablation.partition("-")[2] or "query")
     sets = [{}] + [as_sets([u]) for u in unit_rows] + [as_sets(unit_rows[:3]), as_sets(unit_rows[2:7:2])]
-    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
+    sc = Scanner(engine_model(bridge), card.n_heads, card.d_head, max_batch_tokens=budget)
     n = len(p)
     if ablation.startswith("mean_aligned"):  # per-position means of two groups (4-D, indexed by row)
         repl = mean_replacement(sc, p, groups=np.arange(n) % 2)
@@ -50,11 +50,11 @@ def test_prefix_reuse_reproduces_clean_logits(tiny_dirs):
     bridge, tok = load(card)
     model = engine_model(bridge)
     p = _prompts(len(tok))
-    sc = Scanner(model, card["n_heads"], card["d_head"])
+    sc = Scanner(model, card.n_heads, card.d_head)
     resid = sc.residuals(p)
     with torch.no_grad():
         ref = model(p.input_ids).logits[torch.arange(len(p)), p.last_pos]
-        for start in range(card["n_layers"]):
+        for start in range(card.n_layers):
             with sc._skipping(start):
                 got = sc.logits_from_embeddings(resid[start], p.last_pos)
             assert torch.allclose(got, ref, atol=1e-5), start
@@ -68,7 +68,7 @@ def test_zero_ablation_equals_subtracting_head_output_by_hand(tiny_dirs, kind):
     bridge, tok = load(card)
     model = engine_model(bridge)
     p = _prompts(len(tok), n=3)
-    layer, head, dh = card["n_layers"] - 1, 1, card["d_head"]
+    layer, head, dh = card.n_layers - 1, 1, card.d_head
     names = {f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.hook_resid_post",
              f"blocks.{layer}.hook_mlp_out"}
     with torch.no_grad():
@@ -85,7 +85,7 @@ def test_zero_ablation_equals_subtracting_head_output_by_hand(tiny_dirs, kind):
             resid = mid + block.mlp(block.post_attention_layernorm(mid))
             final_norm = model.model.norm
         by_hand = model.get_output_embeddings()(final_norm(resid))
-        sc = Scanner(model, card["n_heads"], card["d_head"])
+        sc = Scanner(model, card.n_heads, card.d_head)
         got = sc.run(p, [{}, {layer: [head]}], {"ld": ld})["ld"]
     ref = ld(by_hand[torch.arange(len(p)), p.last_pos], p.fields)
     assert torch.allclose(got[1], ref, atol=1e-4)
@@ -105,7 +105,7 @@ def test_kv_unit_equals_zeroing_the_value_head(tiny_dirs):
     layer, g = 1, 1
     unit = [u for u in units(card, "kv") if u["layer"] == layer and u["head"] == g][0]
     assert unit["heads"] == [2, 3]
-    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"])
+    sc = Scanner(engine_model(bridge), card.n_heads, card.d_head)
     ours = sc.run(p, [as_sets([unit])], {"ld": ld})["ld"][0]
 
     def zero_v(v, hook):
@@ -122,9 +122,9 @@ def test_mean_replacement_is_the_mean_z_over_real_positions(tiny_dirs):
     card = card_for(tiny_dirs["qwen_gqa"])
     bridge, tok = load(card)
     p = _prompts(len(tok), n=6, seed=3)  # mixed lengths: padding must not enter the mean
-    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=12)
+    sc = Scanner(engine_model(bridge), card.n_heads, card.d_head, max_batch_tokens=12)
     mean = mean_replacement(sc, p)
-    for layer in range(card["n_layers"]):
+    for layer in range(card.n_layers):
         zs = []
         for i in range(len(p)):
             with torch.no_grad():
@@ -150,7 +150,7 @@ def test_engine_leaves_no_hook_behind_even_when_a_run_fails(tiny_dirs):
     model = engine_model(bridge)
     before = _hook_count(model)
     p = _prompts(len(tok), n=4)
-    sc = Scanner(model, card["n_heads"], card["d_head"])
+    sc = Scanner(model, card.n_heads, card.d_head)
     sets = [{}, {0: [1]}, {1: [0, 2]}]
     sc.run(p, sets, {"ld": ld})
     attribute(sc, p, ld)

@@ -33,10 +33,9 @@ def arch_dirs(tmp_path_factory, tiny_dirs):
 
 
 def _setup(path, dtype="float32", budget=100000):
-    card = card_for(path)
-    card["dtype"] = dtype
+    card = card_for(path, dtype=dtype)
     bridge, tok = load(card)
-    sc = Scanner(engine_model(bridge), card["n_heads"], card["d_head"], max_batch_tokens=budget)
+    sc = Scanner(engine_model(bridge), card.n_heads, card.d_head, max_batch_tokens=budget)
     return card, bridge, sc, _prompts(len(tok))
 
 
@@ -46,7 +45,7 @@ def test_engine_equals_naive_loop_per_architecture_and_dtype(arch_dirs, kind, dt
     """Zero and mean ablation, single heads and a set, a batch budget that splits the work: the
     metric agrees within twice the logit tolerance (a difference of two logits)."""
     card, bridge, sc, p = _setup(arch_dirs[kind], dtype, budget=7)
-    assert card["architecture"] in VERIFIED
+    assert card.architecture in VERIFIED
     errors = sc.self_check(p)
     rows = units(card)
     sets = [{}] + [as_sets([u]) for u in rows] + [as_sets(rows[:3])]
@@ -111,7 +110,7 @@ def test_self_check_catches_a_broken_engine(arch_dirs, monkeypatch, kind, broken
     with pytest.raises(EngineMismatchError) as e:
         sc.self_check(p)
     msg = str(e.value)
-    assert card["architecture"] in msg and "differ from a plain forward" in msg and "by " in msg
+    assert card.architecture in msg and "differ from a plain forward" in msg and "by " in msg
     assert "float32" in msg
 
 

@@ -9,6 +9,8 @@ import polars as pl
 import pytest
 import torch
 
+from helpers import model_card
+
 from circuitloc import sufficiency as SF
 
 # -- the formula ---------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def _planted(n_kv, writers):
     from circuitloc.tasks.registry import TASKS
 
     m = writer_model(n_kv, 10.0, writers)
-    card = {"n_layers": 2, "n_heads": H, "n_kv_heads": n_kv, "d_head": D // H}
+    card = model_card(n_layers=2, n_heads=H, n_kv_heads=n_kv, d_head=D // H)
     n = 4
     p = Prompts(torch.randint(3, 8, (n, 5)), torch.full((n,), 4), {"io_id": torch.full((n,), 1),
                                                                   "s_id": torch.full((n,), 2)})
@@ -155,7 +157,7 @@ def test_table1_carries_cpr_and_cmd_of_the_sufficiency_rows():
     suff = pl.DataFrame({"method": SF.METHOD, "step": list(range(1, 11)), "fraction": list(X), "faithfulness": f,
                          "kept": [0] * 7 + [1, 1, 2]})
     c = {"planted": pl.concat([c["planted"], suff], how="diagonal_relaxed")}
-    card = {"planted": {"family": "p", "attention": "mha", "n_params": 1}}
+    card = {"planted": model_card(family="p", attention="mha", n_params=1)}
     t1 = table1("ioi", card, s, c)
     assert t1["cpr"][0] == pytest.approx(0.85) and t1["cmd"][0] == pytest.approx(0.149)
     assert t1["curve_area"][0] == pytest.approx(0.5)  # the necessity area beside it, unchanged
@@ -207,8 +209,7 @@ def test_node_importances_are_keyed_as_mib_names_nodes(tmp_path):
     from circuitloc.report.jobs import TableJob
     from circuitloc.report.mib import node_importances, write_importances
 
-    card = {"name": "toy", "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "d_model": 16,
-            "architecture": "Qwen2ForCausalLM"}
+    card = model_card(name="toy", n_layers=2, n_heads=4, n_kv_heads=2, d_model=16, architecture="Qwen2ForCausalLM")
     scores = pl.DataFrame({"unit": ["L0G0", "L0G1", "L1G0", "L1G1"], "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
                            "heads": [[0, 1], [2, 3], [0, 1], [2, 3]], "drop": [0.1, 2.0, -0.3, 0.5],
                            "metric": ["ld"] * 4})
@@ -223,8 +224,7 @@ def test_node_importances_are_keyed_as_mib_names_nodes(tmp_path):
     assert doc["circuitloc"]["units"]["L0G1"] == ["a0.h2", "a0.h3"]
     scores_path, card_path = tmp_path / "s.parquet", tmp_path / "card.json"
     scores.write_parquet(scores_path)
-    card_path.write_text(json.dumps({**card, "source": "toy", "family": "f", "attention": "gqa", "d_head": 4,
-                                     "n_params": 1, "dtype": "float32", "prepend_bos": False, "path": "."}))
+    card.write(card_path)
     out = tmp_path / "mib" / "ioi" / "zero-kv"
     write_importances(TableJob("ioi", "zero-kv"), {"toy": card_path}, {"toy": scores_path}, out)
     back = json.loads((out / "ioi_toy" / "importances.json").read_text())

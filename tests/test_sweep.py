@@ -266,7 +266,7 @@ def test_no_task_behaviour_and_failed_checks_leave_a_seed_out_of_summaries_and_p
 def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp_path):
     """The sweep job end to end on a planted Table 1 (no models run): a censored MHA curve, a toy that
     failed its checks and one without task behaviour; CSVs, markdown with the adjustment named, figure."""
-    import json
+    from helpers import model_card
 
     from circuitloc.report.figures import fig_sweep
     from circuitloc.report.jobs import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
@@ -281,7 +281,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     cards = {}
     for m in meta:
         cards[m] = tmp_path / f"{m}.json"
-        cards[m].write_text(json.dumps({"checks": {"passed": m != "m_kv2_s2"}}))
+        model_card(name=m, source="toy", checks={"passed": m != "m_kv2_s2"}).write(cards[m])
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
     job, stats = TableJob("ioi", "zero-layer"), SweepStats(0.95, 0.05, "holm")
     summary, pm = write_sweep(job, SweepInputs(tmp_path / "t1.csv", cards, meta), stats,

@@ -200,7 +200,7 @@ def test_the_primary_family_is_configured_and_checked():
 def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
     """The sweep job of a kv ablation reads the layer Table 1 (rules: sweep_layer_table) and writes
     the like-for-like row beside the descriptive one; the markdown names both families."""
-    import json
+    from helpers import model_card
 
     from circuitloc.report.jobs import SweepInputs, TableFiles, TableJob
     from circuitloc.report.writers import write_sweep, write_sweep_overview
@@ -211,7 +211,7 @@ def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
     cards = {}
     for m in meta:
         cards[m] = tmp_path / f"{m}.json"
-        cards[m].write_text(json.dumps({"checks": {"passed": True}}))
+        model_card(name=m, source="toy", checks={"passed": True}).write(cards[m])
     out = {k: tmp_path / k for k in ("s.csv", "s.md", "p.csv", "p.md")}
     opts = {"alpha": 0.05, "p_adjust": "holm", "primary": {"units": ["query"], "measures": ["top_head"]}}
     write_sweep(TableJob("ioi", "zero-kv"), SweepInputs(tmp_path / "t1_kv.csv", cards, meta, tmp_path / "t1_layer.csv"),

@@ -4,14 +4,15 @@ corrupt weights file with one line naming it and saying how to get it back."""
 
 import hashlib
 import itertools
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from helpers import model_card
 
-from circuitloc.errors import ModelSourceError
 from circuitloc.engine.select import engine_of
+from circuitloc.errors import ModelSourceError
+from circuitloc.modelcard import ModelCard
 from circuitloc.models import build
 from circuitloc.models.load import check_weights, load_engine
 
@@ -41,10 +42,10 @@ def test_an_hf_rebuild_writes_a_byte_identical_card(tiny_dirs, tmp_path, slow_cl
     card_path.unlink()
     build.build_model("m", spec, card_path, tmp_path / "w", engine_of)
     assert card_path.read_bytes() == first
-    card = json.loads(first)
-    assert not [k for k in card if "seconds" in k]
+    card = ModelCard.read(card_path)
+    assert not [k for k in card.to_dict() if "seconds" in k]
     weights = tiny_dirs["qwen_gqa"] / "model.safetensors"
-    assert card["weights"]["files"] == {"model.safetensors": {"bytes": weights.stat().st_size, "sha256": _sha(weights)}}
+    assert card.weights["files"] == {"model.safetensors": {"bytes": weights.stat().st_size, "sha256": _sha(weights)}}
 
 
 def test_a_toy_rebuilt_from_its_checkpoint_writes_a_byte_identical_card(tmp_path, slow_clock):
@@ -56,8 +57,8 @@ def test_a_toy_rebuilt_from_its_checkpoint_writes_a_byte_identical_card(tmp_path
     card_path.unlink()
     build.build_model("toy", TOY, card_path, weights, engine_of)
     assert card_path.read_bytes() == first
-    assert not [k for k in card if "seconds" in k]
-    assert card["weights"]["files"]["model.safetensors"]["sha256"] == _sha(weights / "model.safetensors")
+    assert not [k for k in card.to_dict() if "seconds" in k]
+    assert card.weights["files"]["model.safetensors"]["sha256"] == _sha(weights / "model.safetensors")
     assert _sha(weights / "model.safetensors") == _sha(ROOT / ".test" / "models" / "tiny_gqa" / "model.safetensors")
 
 
@@ -73,7 +74,7 @@ def own_copy(tiny_dirs, tmp_path):
 def test_intact_weights_load(own_copy):
     card, _ = own_copy
     model, _ = load_engine(card)
-    assert sum(p.numel() for p in model.parameters()) == card["n_params"]
+    assert sum(p.numel() for p in model.parameters()) == card.n_params
 
 
 def test_truncated_weights_are_one_line_naming_the_file(own_copy):
@@ -97,7 +98,7 @@ def test_a_flipped_byte_is_refused_with_both_hashes(own_copy):
         check_weights(card)
     msg = str(e.value)
     assert "\n" not in msg and str(weights) in msg and "corrupt" in msg
-    assert hashlib.sha256(bytes(data)).hexdigest() in msg and card["weights"]["files"]["model.safetensors"]["sha256"] in msg
+    assert hashlib.sha256(bytes(data)).hexdigest() in msg and card.weights["files"]["model.safetensors"]["sha256"] in msg
 
 
 def test_a_missing_weights_file_is_named(own_copy):
@@ -115,8 +116,8 @@ def test_each_source_says_how_to_get_its_weights_back(tmp_path):
     files = {"model.safetensors": {"bytes": 99, "sha256": "0" * 64}}
     base = {"path": str(tmp_path), "weights": {"files": files}}
     with pytest.raises(ModelSourceError, match=r"'g': .*snakemake --forcerun results/models/g/card\.json$"):
-        check_weights({**base, "name": "g", "source": "gguf"})
-    hub = {**base, "name": "h", "source": "hf", "hf": "org/tiny", "revision": "1" * 40}
+        check_weights(model_card(**base, name="g", source="gguf"))
+    hub = model_card(**base, name="h", source="hf", hf="org/tiny", revision="1" * 40)
     with pytest.raises(ModelSourceError, match=rf"hf download org/tiny --revision {'1' * 40} --force-download$"):
         check_weights(hub)
-    check_weights({"name": "old", "path": str(tmp_path), "source": "toy"})  # a card from before: not checked
+    check_weights(model_card(name="mem", path=str(tmp_path), source="toy"))  # built in memory, no record: not checked

@@ -1,5 +1,6 @@
-"""The artifacts a job reads and writes: cards, parquet and CSV tables, figures, JSON, each written
-atomically (circuitloc.atomic): an artifact either exists whole or not at all."""
+"""The artifacts a job reads and writes: parquet and CSV tables, figures, JSON (a model's card:
+circuitloc.modelcard), each written atomically (circuitloc.atomic): an artifact either exists whole
+or not at all."""
 
 from __future__ import annotations
 
@@ -18,32 +19,6 @@ from circuitloc.atomic import (  # noqa: F401  (one API for jobs)
     writing,
 )
 from circuitloc.errors import ArtifactError
-
-# What every later stage reads from a model's card.json (circuitloc.models.card writes more).
-CARD_KEYS = ("name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model", "d_head",
-             "n_params", "dtype", "prepend_bos", "path")
-
-
-class Card(dict):
-    """A card.json whose missing key is an ArtifactError naming the file and the key, not a bare KeyError."""
-
-    path = ""
-
-    def __missing__(self, key):
-        raise ArtifactError(f"{self.path}: model card has no {key!r}; {rebuild_hint(self.path)}")
-
-
-def read_card(path):
-    """A model's card.json, checked for the keys later stages read (CARD_KEYS)."""
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise ArtifactError(f"{path}: model card is not a JSON object; {rebuild_hint(path)}")
-    missing = [k for k in CARD_KEYS if k not in data]
-    if missing:
-        raise ArtifactError(f"{path}: model card lacks {', '.join(map(repr, missing))}; {rebuild_hint(path)}")
-    card = Card(data)
-    card.path = str(path)
-    return card
 
 
 def read_parquet(path, columns: tuple | list = (), what: str = "table"):

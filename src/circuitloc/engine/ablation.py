@@ -12,6 +12,7 @@ from circuitloc import metrics as M
 from circuitloc import stats as S
 from circuitloc.engine.scan import Scanner
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
+from circuitloc.modelcard import ModelCard
 from circuitloc.plan.vocab import (  # noqa: F401
     LAYER,
     QUERY,
@@ -28,13 +29,13 @@ from circuitloc.units import Unit
 log = logging.getLogger(__name__)
 
 
-def units(card: dict, unit: str = "query") -> list[Unit]:
+def units(card: ModelCard, unit: str = "query") -> list[Unit]:
     """One `Unit` per unit: label, layer, index (`head`), and the query heads it silences. query: L{l}H{h};
     kv: L{l}G{g}, every query head of kv group g; layer: L{l}, every query head of layer l (one row
     per layer, head index 0, so layer x head maps and tables keep their shape)."""
     if unit not in UNITS:
         raise ValueError(f"unknown unit {unit!r}: expected one of {', '.join(UNITS)}")
-    L, H, K = card["n_layers"], card["n_heads"], card["n_kv_heads"]
+    L, H, K = card.n_layers, card.n_heads, card.n_kv_heads
     out = []
     for layer in range(L):
         if unit == QUERY:
@@ -97,10 +98,6 @@ class Greedy:
     steps: int
     stop_damage: float | None = None
     label: str = "greedy curve"  # the job's name in its log lines
-
-    @classmethod
-    def of(cls, cfg: dict, label: str = "greedy curve") -> Greedy:
-        return cls(int(cfg["greedy_candidates"]), int(cfg["greedy_steps"]), cfg.get("greedy_stop_damage"), label)
 
 
 def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,

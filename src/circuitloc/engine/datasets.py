@@ -30,24 +30,24 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
 
     task_name, card = job.task, job.card
     held = loaded
-    tok = loaded[1] if loaded else load_tokenizer(card["path"])
+    tok = loaded[1] if loaded else load_tokenizer(card.path)
 
     def last_logits(rows):  # facts: the model's clean logits, for its knowledge filter
         nonlocal held
         held = held or load_engine(card, job.device)
-        scanner = scanner_for(card, held, job.batch_tokens, job.device, card.get("engine", "auto"))
+        scanner = scanner_for(card, held, job.batch_tokens, job.device, card.engine)
         scanner.label = engine_label(card, task_name, engine=scanner.engine)
         return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
 
-    df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, job.seed, inputs=inputs,
-                              form=card.get("facts_form", "natural"), last_logits=last_logits)
+    df, counts = task_dataset(task_name, tok, card.prepend_bos, cfg, job.seed, inputs=inputs,
+                              form=card.facts_form, last_logits=last_logits)
     if len(df) == 0:
-        raise DatasetError(f"{task_name}/{card['name']}: no rows survive the filters: {counts}")
+        raise DatasetError(f"{task_name}/{card.name}: no rows survive the filters: {counts}")
     if len(df) < int(cfg.get("n", 0) or 0):
-        log.warning("%s/%s: only %d rows after filtering (asked for %s)", task_name, card["name"], len(df), cfg["n"])
+        log.warning("%s/%s: only %d rows after filtering (asked for %s)", task_name, card.name, len(df), cfg["n"])
     io.write_parquet(df, out_parquet)
-    io.write_json({"task": task_name, "model": card["name"], **counts}, out_filter)
-    log.info("%s/%s: %s", task_name, card["name"], counts)
+    io.write_json({"task": task_name, "model": card.name, **counts}, out_filter)
+    log.info("%s/%s: %s", task_name, card.name, counts)
 
 
 def build_shared(task_name: str, model: str, member_paths: dict, n_score: int, out_parquet, out_filter):

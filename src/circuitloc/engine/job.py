@@ -13,8 +13,9 @@ from circuitloc import io
 from circuitloc.engine import ablation as A
 from circuitloc.engine import replacement as R
 from circuitloc.engine.layout import VERIFIED
-from circuitloc.engine.settings import JobSettings
 from circuitloc.engine.select import scanner_for
+from circuitloc.engine.settings import JobSettings
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.load import bridge_over, load_engine
 from circuitloc.tasks import registry
 from circuitloc.tasks.common import pad_id
@@ -24,11 +25,11 @@ from circuitloc.tasks.registry import dataset_columns, task_of
 log = logging.getLogger("circuitloc")
 
 
-def engine_label(card: dict, task: str, ablation: str | None = None, engine: str | None = None) -> str:
+def engine_label(card: ModelCard, task: str, ablation: str | None = None, engine: str | None = None) -> str:
     """Who an engine error or log line is about: model (architecture, dtype, and the engine that
     ran: scan or bridge, `engine.select.scanner_for`), task and ablation."""
     ran = f", engine {engine}" if engine else ""
-    return (f"model {card['name']} ({card.get('architecture', '?')}, {card.get('dtype', 'float32')}{ran}), task {task}"
+    return (f"model {card.name} ({card.architecture}, {card.dtype}{ran}), task {task}"
             + (f", ablation {ablation}" if ablation else ""))
 
 
@@ -73,17 +74,17 @@ class AblationJob:
         self.pad = pad_id(self.tok)
         self.prompts = to_prompts(self.df, self.task, self.pad)
         self.scanner = scanner_for(card, (self.model, self.tok), settings.batch_tokens, settings.device,
-                                   card.get("engine", "auto"))
+                                   card.engine)
         self.probe = A.Probe(self.scanner, self.prompts, self.task)
         self.engine = self.scanner.engine
         if self.engine == "bridge":
             self._bridge = self.scanner.bridge
             log.info("%s: architecture %s runs on TransformerLens' bridge engine (exact, generic, slower)",
-                     card["name"], card.get("architecture"))
+                     card.name, card.architecture)
         self.scanner.label = engine_label(card, task_name, ablation, self.engine)
-        if self.engine == "scan" and card.get("architecture") not in VERIFIED:
+        if self.engine == "scan" and card.architecture not in VERIFIED:
             log.warning("%s: architecture %s is not among those the scan engine is verified on (%s); "
-                        "relying on the engine's self-check", card["name"], card.get("architecture"),
+                        "relying on the engine's self-check", card.name, card.architecture,
                         ", ".join(VERIFIED))
         if self_check and len(self.prompts):
             errors = self.scanner.self_check(self.prompts)

@@ -62,7 +62,7 @@ def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> N
     checked = False
     for ablation, out in files.items():
         if stash is not None and stash.restore(ablation, out.outputs()):
-            log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card["name"],
+            log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card.name,
                      ablation)
             continue
         loaded = loaded or load_engine(job.card, job.device)
@@ -83,7 +83,7 @@ def score(job: JobSettings, dataset, ablation: str, out: ScoreFiles, loaded=None
     aj = AblationJob(job, dataset, ablation, loaded=loaded, self_check=self_check)
     floor_pp = aj.floor_per_prompt()
     floor = float(floor_pp.mean())
-    label = f"scores {job.task}/{job.card['name']}/{ablation}"
+    label = f"scores {job.task}/{job.card.name}/{ablation}"
     df, per_prompt = A.score_units(aj.probe, aj.units, floor_pp, progress=progress(len(aj.units) + 1, label),
                                    bootstrap=job.bootstrap)
     # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
@@ -107,30 +107,30 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
     """The cumulative ablation curve in rank order (and greedy, when configured), the sufficiency
     curve (`method` sufficiency: the top units kept and every other ablated, at MIB's fractions,
     `engine.sufficiency`), and a negative control of random mid-layer units, over the curve prompts
-    (`job.curves["prompts"]`, config `curves.prompts`): heldout (default), the first n_curve rows not
+    (`job.curves.prompts`, config `curves.prompts`): heldout (default), the first n_curve rows not
     used for scoring, so that the units ranked on the scoring prompts are measured on other prompts;
     or all, the first n_curve rows.
     `loaded`, `self_check`: as for `score`."""
-    cfg, name = job.curves, f"{job.task}/{job.card['name']}"
-    prompts = cfg["prompts"]  # heldout | all (config curves.prompts; default in config/schema.yaml)
+    cfg, name = job.curves, f"{job.task}/{job.card.name}"
+    prompts = cfg.prompts  # heldout | all (config curves.prompts; default in config/schema.yaml)
     full = _dataset(job, dataset)
-    rows = curve_rows(full["score"].to_numpy(), int(cfg["n_curve"]) if cfg.get("n_curve") else None, prompts,
-                      f"curves {name}")
-    if cfg.get("n_curve") and len(rows) < int(cfg["n_curve"]):
+    rows = curve_rows(full["score"].to_numpy(), cfg.n_curve, prompts, f"curves {name}")
+    if cfg.n_curve and len(rows) < cfg.n_curve:
         log.info("curves %s: %d %s prompts, fewer than n_curve %d (the dataset has %d rows, %d for scoring)",
-                 name, len(rows), prompts, int(cfg["n_curve"]), len(full), int(full["score"].sum()))
+                 name, len(rows), prompts, cfg.n_curve, len(full), int(full["score"].sum()))
     aj = AblationJob(job, full, ablation, rows=rows, loaded=loaded, self_check=self_check)
     floor_pp, clean_all = aj.floor_per_prompt(), aj.clean_metrics()
     clean_pp = clean_all[aj.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     by_label = {u.label: u for u in aj.units}
     ranked = [by_label[u] for u in read_ranked(out.scores)["unit"]]
-    steps = min(int(cfg["max_steps"]), len(ranked))
+    steps = min(cfg.max_steps, len(ranked))
     rows = A.ranked_curve(aj.probe, ranked, A.Baseline(clean, floor_pp, clean_pp), steps,
                           progress=progress(steps, f"ranked curve {name}/{ablation}"), bootstrap=job.bootstrap)
-    if "greedy" in cfg["methods"]:
+    if "greedy" in cfg.methods:
         rows += A.greedy_curve(aj.probe, ranked, A.Baseline(clean, floor),
-                               A.Greedy.of(cfg, f"greedy curve {name}/{ablation}"),
+                               A.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
+                                        f"greedy curve {name}/{ablation}"),
                                select=greedy_selection(job, full, ablation, aj))
     # MIB's direction beside ours: keep the top units by the same ranking, ablate the rest
     rows += sufficiency_curve(aj.probe, ranked)
@@ -147,8 +147,8 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
     if job.bootstrap:  # how clearly clean stands above its floor on the curve prompts (the conditioning rule)
         lo, hi = A.clean_span(clean_pp, floor_pp, aj.task, job.bootstrap)
         df = df.with_columns(clean_span_lo=pl.lit(lo, pl.Float64), clean_span_hi=pl.lit(hi, pl.Float64))
-    pool = A.control_pool(aj.units, job.card["n_layers"], exclude=[ranked[0].label])
-    ctrl = A.random_control(aj.probe, pool, clean, int(cfg["control_draws"]), job.seed)
+    pool = A.control_pool(aj.units, job.card.n_layers, exclude=[ranked[0].label])
+    ctrl = A.random_control(aj.probe, pool, clean, cfg.control_draws, job.seed)
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)
@@ -212,14 +212,14 @@ def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_co
             damage[(src, target)] = float(M.damage(clean, val, floor, aj.task.higher_is_better))
             intervals[(src, target)] = iv[i] if iv else (nan, nan)
     # the control: plain text, no task, so no floor; the effect is the loss's relative rise
-    neutral, coverage = windows(files.neutral, loaded[1], job.card["prepend_bos"], seed=job.seed)
+    neutral, coverage = windows(files.neutral, loaded[1], job.card.prepend_bos, seed=job.seed)
     _, clean_loss, ablated_loss, neutral_iv = _tops_on(job.for_task(NEUTRAL), neutral, ablation, tops, loaded)
     ok = coverage >= min_coverage
     rows = []
     for i, ((src, unit), val) in enumerate(zip(tops.items(), ablated_loss)):
         rise = float((val - clean_loss) / clean_loss)
         rise_iv = (-neutral_iv[i][1], -neutral_iv[i][0]) if neutral_iv and ok else (nan, nan)  # rise = -damage
-        row = {"model": job.card["name"], "attention": job.card["attention"], "ablation": ablation, "task": src,
+        row = {"model": job.card.name, "attention": job.card.attention, "ablation": ablation, "task": src,
                "top_unit": unit}
         for target in files.datasets:
             row[f"damage_{target}"] = damage[(src, target)]
@@ -236,4 +236,4 @@ def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_co
                                              intervals=(off_iv, rise_iv) if job.bootstrap else None)
         rows.append(row)
     io.write_parquet(io.frame(rows), files.out)
-    log.info("specificity %s/%s: %s", job.card["name"], ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
+    log.info("specificity %s/%s: %s", job.card.name, ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])

@@ -25,6 +25,7 @@ from circuitloc.engine.layout import hooked
 from circuitloc.engine.scan import Scanner
 from circuitloc.plan import vocab
 from circuitloc.prompts import Prompts
+from circuitloc.tasks.registry import Task
 
 
 def _each_z(scanner: Scanner, prompts: Prompts, fn) -> None:
@@ -154,13 +155,14 @@ class ReplacementContext:
     """Everything a kind's builder may use, as one record, so a new kind's builder takes what it
     needs from it and its signature never grows with what other kinds need: the scanner (hooks,
     head layout), the whole task set as prompts and as dataset rows (alignment columns), the task
-    (`align`: the columns along which positions align), the positions in the set of the prompts
-    the job runs (`target`), the config's `ablation.min_group` and the run's seed."""
+    (`tasks.registry.Task`; `align`: the columns along which positions align), the positions in
+    the set of the prompts the job runs (`target`), the config's `ablation.min_group` and the run's
+    seed."""
 
     scanner: Scanner
     prompts: Prompts
     rows: pl.DataFrame
-    task: object
+    task: Task
     target: np.ndarray
     min_group: int
     seed: int

@@ -11,6 +11,7 @@ from circuitloc.engine.bridge import BridgeScanner
 from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.scan import Scanner
 from circuitloc.errors import UnsupportedArchitectureError
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.load import bridge_over
 
 ENGINES = ("auto", "scan", "bridge")
@@ -62,23 +63,23 @@ def engine_of(architecture: str) -> str:
     return "scan-unverified" if kind == "scan" and architecture not in VERIFIED else kind
 
 
-def scanner_for(card: dict, loaded, batch_tokens: int, device: str = "cpu", engine: str = "auto"):
+def scanner_for(card: ModelCard, loaded, batch_tokens: int, device: str = "cpu", engine: str = "auto"):
     """The engine a job scans with (`choose_engine`; `engine`: auto, scan or bridge): a
     `scan.Scanner` over `loaded`'s plain model, or a `scan.BridgeScanner` over a TransformerBridge
     on the same weights. An architecture neither supports raises UnsupportedArchitectureError naming
     everything that is supported."""
 
     model, tokenizer = loaded
-    arch = card.get("architecture") or type(model).__name__
+    arch = card.architecture or type(model).__name__
     kind = choose_engine(arch, engine)
     if kind == "bridge":
         if arch not in bridge_architectures():
-            raise UnsupportedArchitectureError(unsupported(card.get("name", "?"), arch))
+            raise UnsupportedArchitectureError(unsupported(card.name, arch))
         bridge = bridge_over(card, model, tokenizer, device)
-        return BridgeScanner(bridge, card["n_heads"], card["d_head"], batch_tokens, reference=model)
+        return BridgeScanner(bridge, card.n_heads, card.d_head, batch_tokens, reference=model)
     try:
-        return Scanner(model, card["n_heads"], card["d_head"], batch_tokens)
+        return Scanner(model, card.n_heads, card.d_head, batch_tokens)
     except UnsupportedArchitectureError as e:
         if engine == "scan":
             raise
-        raise UnsupportedArchitectureError(unsupported(card.get("name", "?"), arch)) from e
+        raise UnsupportedArchitectureError(unsupported(card.name, arch)) from e

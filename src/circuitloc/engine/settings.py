@@ -1,14 +1,49 @@
 """A job's settings as one typed record, built once by its script from the rule's params: every
 stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
 field here instead of one more keyword passed through every call. Beside it, the files of one
-ablation (inputs and outputs). Standard library only: a script builds it before torch loads."""
+ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard):
+a script builds it before torch loads."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
+from circuitloc.modelcard import ModelCard
 from circuitloc.stats import Bootstrap
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    """A curve job's curve config (config `curves`, the model's overrides, the task's `n_curve`):
+    `methods` (ranked, greedy), `max_steps`, `control_draws` (random control draws), `prompts`
+    (heldout or all), `n_curve` (None: every curve prompt), and greedy's plan (`greedy_candidates`,
+    `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy)."""
+
+    methods: tuple[str, ...]
+    max_steps: int
+    control_draws: int
+    prompts: str
+    n_curve: int | None = None
+    greedy_candidates: int | None = None
+    greedy_steps: int | None = None
+    greedy_stop_damage: float | None = None
+
+    @classmethod
+    def of(cls, cfg: dict) -> CurveSettings:
+        """From the rule's curve config; keys other stages read (threshold, min_heldout) are not the
+        curve job's. A missing key is a one-line error naming it."""
+        need = ("methods", "max_steps", "control_draws", "prompts")
+        need += ("greedy_candidates", "greedy_steps") if "greedy" in cfg.get("methods", ()) else ()
+        missing = [k for k in need if k not in cfg]
+        if missing:
+            raise ValueError(f"curve config lacks {', '.join(missing)} (config curves)")
+        opt = {k: cfg.get(k) for k in ("greedy_candidates", "greedy_steps")}
+        return cls(methods=tuple(cfg["methods"]), max_steps=int(cfg["max_steps"]),
+                   control_draws=int(cfg["control_draws"]), prompts=str(cfg["prompts"]),
+                   n_curve=int(cfg["n_curve"]) if cfg.get("n_curve") else None,
+                   **{k: int(v) if v is not None else None for k, v in opt.items()},
+                   greedy_stop_damage=cfg.get("greedy_stop_damage"))
 
 
 @dataclass(frozen=True)
@@ -22,7 +57,7 @@ class JobSettings:
     pairs, control draws, dataset sampling, torch); `bootstrap`: intervals over prompts (None: none);
     `curves`: a curve job's curve config (config curves, the model's overrides and the task's n_curve)."""
 
-    card: dict
+    card: ModelCard
     batch_tokens: int
     task: str | None = None
     device: str = "cpu"
@@ -31,10 +66,11 @@ class JobSettings:
     min_group: int | None = None
     seed: int = 0
     bootstrap: Bootstrap | None = None
-    curves: dict | None = None
+    curves: CurveSettings | None = None
 
     @classmethod
-    def from_params(cls, params: dict, card: dict, task: str | None = None, curves: dict | None = None) -> JobSettings:
+    def from_params(cls, params: dict, card: ModelCard, task: str | None = None,
+                    curves: dict | None = None) -> JobSettings:
         """From a rule's params (batch_tokens, device and, where the rule has them, opts = {min_group,
         seed}, seed, metric, metrics, bootstrap): the one place a rule's param names meet the engine.
         `curves`: a curve job's curve config (its rule's `cfg`; a dataset rule's `cfg` is another)."""
@@ -47,7 +83,7 @@ class JobSettings:
                    metrics=dict(params.get("metrics") or {}),
                    min_group=int(opts["min_group"]) if opts.get("min_group") is not None else None,
                    seed=seeds.pop() if seeds else 0, bootstrap=Bootstrap.of(params.get("bootstrap")),
-                   curves=dict(curves) if curves is not None else None)
+                   curves=CurveSettings.of(curves) if curves is not None else None)
 
     def for_task(self, task: str) -> JobSettings:
         """The same job on another task's prompts, ranked on that task's metric (`metrics`)."""

@@ -17,6 +17,7 @@ import torch
 from circuitloc.engine.datasets import build_dataset
 from circuitloc.engine.pipeline import curve, for_each_ablation, score
 from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.load import load_engine
 from circuitloc.runner import log
 
@@ -49,7 +50,7 @@ def task_files(tasks: list, ablations: list, inputs: dict, output) -> list[TaskS
     return out
 
 
-def run_stages(params: dict, card: dict, stages: list[TaskStages], ablations: list, stash) -> None:
+def run_stages(params: dict, card: ModelCard, stages: list[TaskStages], ablations: list, stash) -> None:
     """Per task: its dataset, then every ablation's scores, then every ablation's curves, as the
     dataset, score and curve jobs would (`params`: the staged rule's; `params["settings"][task]`
     holds each task's dataset config, metric and curve config). The model is loaded once."""
@@ -59,7 +60,7 @@ def run_stages(params: dict, card: dict, stages: list[TaskStages], ablations: li
         job = JobSettings.from_params({**params, "metric": own["metric"]}, card, task=st.task, curves=own["curves"])
         part = stash.part(f"data/{st.task}")
         if part.restore("dataset", [st.data, st.filter]):
-            log.info("dataset %s/%s: finished by an earlier, interrupted run of this job; kept", st.task, card["name"])
+            log.info("dataset %s/%s: finished by an earlier, interrupted run of this job; kept", st.task, card.name)
         else:
             torch.manual_seed(job.seed)  # as the dataset job's start (runner.setup)
             build_dataset(job, own["dataset"], st.inputs, st.data, st.filter, loaded=loaded)

@@ -3,12 +3,13 @@ Face id or directory) and its card, the facts every later stage reads about it."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 
-from circuitloc import io
 from circuitloc.errors import ModelSourceError
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import make_card, weights_record
 from circuitloc.models.gguf import convert_gguf, fetch_gguf
 from circuitloc.models.load import load_tokenizer, resolve_hf
@@ -17,7 +18,7 @@ from circuitloc.plan.hub import snapshot_commit
 from circuitloc.runner import log
 
 
-def build_model(name: str, spec: dict, card_path, weights_dir, engine_of: Callable[[str], str]) -> dict:
+def build_model(name: str, spec: dict, card_path, weights_dir, engine_of: Callable[[str], str]) -> ModelCard:
     """Build (or resolve) the model's weights and write its card. The card holds no timings (they go
     to the log; the rule's benchmark file has the job's), so identical weights give identical bytes.
     `engine_of`: the engine wing's word for an architecture (circuitloc.engine.select.engine_of),
@@ -54,8 +55,8 @@ def build_model(name: str, spec: dict, card_path, weights_dir, engine_of: Callab
              len(extra["weights"]["files"]), sum(f["bytes"] for f in extra["weights"]["files"].values()) / 1e6,
              perf_counter() - t_hash)
     card = make_card(name, spec, path, load_tokenizer(path), extra)
-    card["engine"] = engine_of(card["architecture"])  # which engine every job of this model scans with
-    io.write_json(card, card_path)
-    shape = {k: card[k] for k in ("attention", "n_layers", "n_heads", "n_kv_heads", "engine")}
+    card = dataclasses.replace(card, engine=engine_of(card.architecture))  # every job of this model scans with it
+    card.write(card_path)
+    shape = {k: getattr(card, k) for k in ("attention", "n_layers", "n_heads", "n_kv_heads", "engine")}
     log.info("model %s: %s; built in %.1f s", name, shape, perf_counter() - t0)
     return card

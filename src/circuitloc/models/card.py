@@ -13,13 +13,12 @@ from pathlib import Path
 import torch
 
 from circuitloc.errors import ModelSourceError
+from circuitloc.modelcard import ModelCard
 
 _CHUNK = 1 << 20
 # The files that hold a model directory's tensors (not its config or tokenizer): what the card hashes.
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
-CARD_FIELDS = ["name", "source", "family", "attention", "n_layers", "n_heads", "n_kv_heads", "d_model",
-               "d_head", "n_params", "dtype", "tokenizer", "prepend_bos"]
 
 
 def architecture(hf_config) -> dict:
@@ -72,7 +71,9 @@ def weights_record(path) -> dict:
     return {"sha256": hashlib.sha256(listing.encode()).hexdigest(), "files": files}
 
 
-def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = None) -> dict:
+def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = None) -> ModelCard:
+    """The card of the model at `path` (its config and tokenizer) as `spec` describes it; `extra`: the
+    source's own fields and the weights record (circuitloc.modelcard.SOURCE_FIELDS)."""
     from transformers import AutoConfig
 
     hf_config = AutoConfig.from_pretrained(path)
@@ -94,7 +95,7 @@ def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = 
         "architecture": (hf_config.architectures or [type(hf_config).__name__])[0],
     }
     card.update(extra or {})
-    return card
+    return ModelCard(**card)
 
 
 def kv_heads(hf_config) -> int | None:

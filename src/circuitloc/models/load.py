@@ -12,6 +12,7 @@ from time import perf_counter
 import torch
 
 from circuitloc.errors import ConfigError, ModelSourceError
+from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
 from circuitloc.plan.hub import hf_source
 
@@ -62,42 +63,42 @@ def load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
-def check_weights(card: dict) -> None:
+def check_weights(card: ModelCard) -> None:
     """The weights a job is about to load are the ones its card was built from: each file's size
     (free: catches a truncated file at once), then its sha256, streamed. A corrupt file is a
     one-line error naming it and saying how to get it back, not a model that computes garbage.
-    A card without `weights` (written before they were recorded) is not checked."""
+    A card without a weights record (one a test builds in memory) is not checked."""
 
 
-    files = (card.get("weights") or {}).get("files") or {}
+    files = (card.weights or {}).get("files") or {}
     t0 = perf_counter()
     for name, want in files.items():
-        f = Path(card["path"]) / name
+        f = Path(card.path) / name
         if not f.is_file():
-            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is missing; {_restore_hint(card)}")
+            raise ModelSourceError(f"model {card.name!r}: weights file {f} is missing; {_restore_hint(card)}")
         if f.stat().st_size != want["bytes"]:
-            raise ModelSourceError(f"model {card['name']!r}: weights file {f} has {f.stat().st_size} bytes, its card "
+            raise ModelSourceError(f"model {card.name!r}: weights file {f} has {f.stat().st_size} bytes, its card "
                                    f"says {want['bytes']} (truncated or replaced); {_restore_hint(card)}")
     for name, want in files.items():
-        f = Path(card["path"]) / name
+        f = Path(card.path) / name
         got = sha256_file(f)
         if got != want["sha256"]:
-            raise ModelSourceError(f"model {card['name']!r}: weights file {f} is corrupt (sha256 {got}, its card "
+            raise ModelSourceError(f"model {card.name!r}: weights file {f} is corrupt (sha256 {got}, its card "
                                    f"says {want['sha256']}); {_restore_hint(card)}")
     if files:
-        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %.1f s)", card["name"],
+        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %.1f s)", card.name,
                                              len(files), perf_counter() - t0)
 
 
-def _restore_hint(card: dict) -> str:
+def _restore_hint(card: ModelCard) -> str:
     """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card (Snakemake
     does not look inside a directory() output, so it must be told); an hf model's are the hub
     cache's or the user's directory."""
-    card_path = f"results/models/{card['name']}/card.json"
-    if card.get("source") != "hf":
+    card_path = f"results/models/{card.name}/card.json"
+    if card.source != "hf":
         return f"rebuild the model and what follows from it: snakemake --forcerun {card_path}"
-    if card.get("revision"):
-        return (f"fetch it again with the same HF_HOME: hf download {card.get('hf')} --revision {card['revision']} "
+    if card.revision:
+        return (f"fetch it again with the same HF_HOME: hf download {card.hf} --revision {card.revision} "
                 "--force-download")
     return f"the directory changed since the card was built: restore it, or rebuild: snakemake --forcerun {card_path}"
 
@@ -140,25 +141,25 @@ def _twin(model):
     return copy.deepcopy(model, memo=shared).eval()
 
 
-def load_engine(card: dict, device: str = "cpu"):
+def load_engine(card: ModelCard, device: str = "cpu"):
     """(plain Hugging Face model, tokenizer) for a card: all the scan engine needs, without
     importing TransformerLens or building its bridge (seconds per job)."""
     check_weights(card)
-    return load_hf(card["path"], card.get("dtype", "float32"), device)
+    return load_hf(card.path, card.dtype, device)
 
 
-def bridge_over(card: dict, model, tokenizer, device: str = "cpu"):
+def bridge_over(card: ModelCard, model, tokenizer, device: str = "cpu"):
     """TransformerLens' TransformerBridge over the very weights of `model` (raw, unfolded)."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    bridge = TransformerBridge.boot_transformers(card["path"], hf_model=_twin(model), tokenizer=tokenizer,
-                                                 dtype=DTYPES[card.get("dtype", "float32")], device=device)
+    bridge = TransformerBridge.boot_transformers(card.path, hf_model=_twin(model), tokenizer=tokenizer,
+                                                 dtype=DTYPES[card.dtype], device=device)
     bridge.eval()
     object.__setattr__(bridge, "_plain_model", model)  # not a submodule: no double registration
     return bridge
 
 
-def load(card: dict, device: str = "cpu"):
+def load(card: ModelCard, device: str = "cpu"):
     """(bridge, tokenizer) for a card: TransformerLens' TransformerBridge on raw weights.
     `engine_model(bridge)` is the same weights as a plain Hugging Face model."""
     model, tokenizer = load_engine(card, device)

@@ -152,7 +152,7 @@ def _by_family(run: Run, table, attention: str, value) -> dict:
     for m in run.pretrained(attention):
         r = _row(table, m)
         if r and (v := value(m, r)) is not None:
-            fams.setdefault(run.cards[m].get("family", m), []).append((int(run.cards[m]["n_params"]), v, m))
+            fams.setdefault(run.cards[m].family, []).append((int(run.cards[m].n_params), v, m))
     return {f: sorted(v) for f, v in fams.items() if len(v) >= 2}
 
 
@@ -165,7 +165,7 @@ def top_layer_deepens(run: Run) -> dict:
         if not (r.get("top_head") and str(r["top_head"]).startswith("L")):
             return None
         layer = int(str(r["top_head"])[1:].split("H")[0].split("G")[0])
-        return layer / max(1, int(run.cards[m]["n_layers"]) - 1)
+        return layer / max(1, int(run.cards[m].n_layers) - 1)
 
     fams = _by_family(run, run.table(IOI_T1), "mha", depth)
     if not fams:

@@ -9,10 +9,11 @@ pretrained model."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import polars as pl
+
+from circuitloc.modelcard import ModelCard
 
 MATCH_FACTOR = 2.0  # the larger of a pair at most twice the smaller's parameter count
 PAIR_RULE = (f"pairs: each pretrained MHA model with the pretrained GQA model nearest in parameter count, "
@@ -27,25 +28,22 @@ class Pair:
     label: str
 
 
-def _params(card: dict) -> float:
-    try:
-        return float(card.get("n_params"))
-    except (TypeError, ValueError):
-        return math.nan
+def _params(card: ModelCard) -> float:
+    return float(card.n_params)
 
 
-def _toy(card: dict) -> bool:
-    return card.get("source") == "toy"
+def _toy(card: ModelCard) -> bool:
+    return card.source == "toy"
 
 
 def toy_pairs(cards: dict) -> list[Pair]:
     """family -> (first MHA, first GQA) over the toy families that hold both attention types."""
     out = []
     toys = {m: c for m, c in cards.items() if _toy(c)}
-    for fam in dict.fromkeys(c.get("family", m) for m, c in toys.items()):
-        members = [m for m, c in toys.items() if c.get("family", m) == fam]
-        mha = [m for m in members if toys[m].get("attention") == "mha"]
-        gqa = [m for m in members if toys[m].get("attention") == "gqa"]
+    for fam in dict.fromkeys(c.family for m, c in toys.items()):
+        members = [m for m, c in toys.items() if c.family == fam]
+        mha = [m for m in members if toys[m].attention == "mha"]
+        gqa = [m for m in members if toys[m].attention == "gqa"]
         if mha and gqa:
             out.append(Pair(mha[0], gqa[0], str(fam)))
     return out
@@ -55,7 +53,7 @@ def scale_pairs(cards: dict) -> tuple[list[Pair], list[str]]:
     """(pairs, notes): pretrained MHA and GQA models matched by parameter count (module docstring),
     and a note for each MHA model left without a match (its nearest GQA model and the gap)."""
     def sized(attention):
-        return {m: p for m, c in cards.items() if not _toy(c) and c.get("attention") == attention
+        return {m: p for m, c in cards.items() if not _toy(c) and c.attention == attention
                 and (p := _params(c)) > 0}
 
     mha, gqa = sized("mha"), sized("gqa")
@@ -85,7 +83,7 @@ class Run:
         return self.tables.get(name)
 
     def pretrained(self, attention: str) -> list[str]:
-        return [m for m, c in self.cards.items() if not _toy(c) and c.get("attention") == attention]
+        return [m for m, c in self.cards.items() if not _toy(c) and c.attention == attention]
 
     def matched_pairs(self) -> tuple[list[Pair], str]:
         """(pairs, the rule and its unmatched models, for a claim's reason column)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
+from circuitloc.modelcard import ModelCard
 from circuitloc.plan import vocab
 from circuitloc.report import plots, scale_plots
 from circuitloc.report.jobs import FigureFiles, TableJob
@@ -39,7 +40,7 @@ def fig_curves(job: TableJob, cards: dict, curves: dict, out: FigureFiles, note:
     threshold marked (`note`: as for fig_heatmap)."""
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", job.threshold,
+    save(plots.curves(data, {m: ModelCard.read(p) for m, p in cards.items()}, "ranked", job.threshold,
                       title=_noted(f"{job.task}: cumulative {job.ablation} ablation (ranked)", note)), out.png, out.pdf)
 
 

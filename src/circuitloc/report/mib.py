@@ -20,13 +20,14 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.metrics import rank
+from circuitloc.modelcard import ModelCard
 from circuitloc.report.jobs import TableJob
 
 # a parallel attention/MLP block (each reads the same residual): the GPT-NeoX layout (Pythia) and GPT-J's
 PARALLEL_ARCHITECTURES = ("GPTNeoXForCausalLM", "GPTJForCausalLM")
 
 
-def node_importances(card: dict, scores: pl.DataFrame, job: TableJob) -> dict:
+def node_importances(card: ModelCard, scores: pl.DataFrame, job: TableJob) -> dict:
     """One model's unit scores (a scores table) as MIB's node-importance JSON object."""
     ranked = rank(scores)
     score: dict[str, float] = {}
@@ -37,19 +38,17 @@ def node_importances(card: dict, scores: pl.DataFrame, job: TableJob) -> dict:
         for name in units[r["unit"]]:
             score[name] = float(r["drop"])
     nodes: dict[str, dict] = {"input": {"in_graph": True}}
-    for layer in range(int(card["n_layers"])):
-        for h in range(int(card["n_heads"])):
+    for layer in range(int(card.n_layers)):
+        for h in range(int(card.n_heads)):
             name = f"a{layer}.h{h}"
             nodes[name] = {"in_graph": True, **({"score": score[name]} if name in score else {})}
         nodes[f"m{layer}"] = {"in_graph": True}
     nodes["logits"] = {"in_graph": True}
-    parallel = card.get("parallel_attn_mlp")
-    if parallel is None:
-        parallel = card.get("architecture") in PARALLEL_ARCHITECTURES
-    return {"cfg": {"n_layers": int(card["n_layers"]), "n_heads": int(card["n_heads"]),
-                    "parallel_attn_mlp": bool(parallel), "d_model": int(card["d_model"])},
+    parallel = card.architecture in PARALLEL_ARCHITECTURES
+    return {"cfg": {"n_layers": int(card.n_layers), "n_heads": int(card.n_heads),
+                    "parallel_attn_mlp": bool(parallel), "d_model": int(card.d_model)},
             "nodes": nodes, "edges": {},
-            "circuitloc": {"model": card["name"], "task": job.task, "ablation": job.ablation,
+            "circuitloc": {"model": card.name, "task": job.task, "ablation": job.ablation,
                            "metric": str(scores["metric"][0]) if "metric" in scores.columns else None,
                            "score": "the unit's drop on the scoring prompts (clean - ablated; for a loss, "
                                     "ablated - clean): higher ranks first",
@@ -61,7 +60,7 @@ def write_importances(job: TableJob, cards: dict, scores: dict, out_dir) -> None
     tables), MIB's layout of one folder per task and model; the directory is replaced whole."""
     with io.atomic_dir(out_dir) as tmp:
         for model, path in scores.items():
-            card = io.read_card(cards[model])
+            card = ModelCard.read(cards[model])
             doc = node_importances(card, io.read_parquet(path, ("unit", "layer", "head", "heads", "drop"),
                                                          "scores table"), job)
             io.write_json(doc, tmp / f"{job.task}_{model}" / "importances.json")

@@ -69,7 +69,7 @@ def _title(model: str, cards: dict | None) -> str:
     card = (cards or {}).get(model)
     if not card:
         return model
-    return f"{model}\n({style(card.get('family', model), card.get('attention', '?'))['label']})"
+    return f"{model}\n({style(card.family, card.attention)['label']})"
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -101,11 +101,11 @@ def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float =
     type differ by line style, smallest first (solid)."""
     cols = ["method", "step", "damage", "damage_lo", "damage_hi"]
     data = {m: frame(c, cols) for m, c in curves.items()}
-    att = {m: str(cards[m]["attention"]).lower() for m in data}
-    fam = {m: str(cards[m].get("family", m)) for m in data}
+    att = {m: cards[m].attention.lower() for m in data}
+    fam = {m: cards[m].family for m in data}
     kinds = sorted(set(att.values()), key=attention_order)
     sizes = {}  # (family, attention) -> models by size: a second model of the pair gets another line style
-    for m in sorted(data, key=lambda m: (float(cards[m].get("n_params") or 0), m)):
+    for m in sorted(data, key=lambda m: (float(cards[m].n_params), m)):
         sizes.setdefault((fam[m], att[m]), []).append(m)
     dashes = ["-", "--", ":", "-."]
     fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4.2), squeeze=False, sharex=True, sharey=True,

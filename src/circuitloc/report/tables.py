@@ -77,8 +77,8 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float 
         top = rank(s).row(0, named=True)
         ranked = c.filter(pl.col("method") == "ranked").sort("step")
         first = ranked.row(0, named=True) if len(ranked) else None
-        row = {"model": model, "family": card["family"], "attention": card["attention"],
-               "n_params": int(card["n_params"]), "n_units": int(len(s)),
+        row = {"model": model, "family": card.family, "attention": card.attention,
+               "n_params": int(card.n_params), "n_units": int(len(s)),
                f"baseline_{metric}": float(c["clean"][0])}
         for also in (m for m in t.baselines if m != metric):  # facts: top-1 accuracy on the curve prompts
             row[f"baseline_{also}"] = float(c[f"{also}_clean"][0])
@@ -214,7 +214,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
                                 min_heldout)
         pct_ok = cond["damage_ok"]
         rows.append({
-            "model": model, "attention": card["attention"], "curve_prompts": _curve_prompts(c),
+            "model": model, "attention": card.attention, "curve_prompts": _curve_prompts(c),
             "n_curve_prompts": int(c["n_prompts"][0]),
             f"{metric}_clean": clean,
             **_top_label(first),
@@ -223,7 +223,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
             "control_draws": int(len(ctrl)),
-            "control_rule": M.control_rule(card["n_layers"]) if "n_layers" in card else None,
+            "control_rule": M.control_rule(card.n_layers),
             # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
+from circuitloc.modelcard import ModelCard
 from circuitloc.plan import vocab
 from circuitloc.report import analysis as AN
 from circuitloc.report import claims as CL
@@ -24,7 +25,7 @@ def _read(paths: dict) -> dict:
 
 
 def _cards(paths: dict) -> dict:
-    return {m: io.read_card(p) for m, p in paths.items()}
+    return {m: ModelCard.read(p) for m, p in paths.items()}
 
 
 def write_table1(job: TableJob, cards: dict, scores: dict, curves: dict, out: TableFiles):
@@ -61,7 +62,7 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
 
     rows, panels = [], []
     for e in entries:
-        e = {**e, "attention": io.read_card(e["card"])["attention"]}
+        e = {**e, "attention": ModelCard.read(e["card"]).attention}
         if vocab.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
@@ -101,7 +102,7 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
 
     task, ablation, ci = job.task, job.ablation, stats.ci
     table_out, paired_out = out
-    passed = {m: bool(io.read_json(p).get("checks", {}).get("passed", True)) for m, p in inputs.cards.items()}
+    passed = {m: bool((ModelCard.read(p).checks or {}).get("passed", True)) for m, p in inputs.cards.items()}
     pm = SW.per_model(io.read_csv(inputs.table1), inputs.meta, passed, task)
     layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
@@ -149,7 +150,7 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
 def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
     """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
     table the run does not make is simply absent)."""
-    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()})
+    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: ModelCard.read(p) for m, p in cards.items()})
     df = CL.claims(run)
     write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
     return df

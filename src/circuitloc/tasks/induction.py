@@ -85,7 +85,7 @@ def unit_columns(job) -> pl.DataFrame:
     query head; for kv and layer units, the mean over the unit's query heads."""
 
     per_head = induction_scores(job.bridge, job.prompts.input_ids, job.prompts.last_pos,
-                                torch.tensor(job.df["b_pos"].to_numpy()), job.card["n_layers"])
+                                torch.tensor(job.df["b_pos"].to_numpy()), job.card.n_layers)
     return pl.DataFrame([{"layer": u.layer, "head": u.head,
                           "attn_score": float(per_head[u.layer, list(u.heads)].mean())} for u in job.units],
                         schema={"layer": pl.Int64, "head": pl.Int64, "attn_score": pl.Float64})
