@@ -252,12 +252,12 @@ def test_kv_group_ablation_equals_zeroing_the_shared_value_head(arch_dir, kind, 
 
 @pytest.mark.parametrize("kind", ["mistral", "qwen3", "phi3"])
 def test_card_counts_the_kv_heads_of_gqa_architectures(arch_dir, kind):
-    assert card_for(arch_dir(kind))["n_kv_heads"] == VALUE_HEAD[kind][0]
+    assert card_for(arch_dir(kind)).n_kv_heads == VALUE_HEAD[kind][0]
 
 
 @pytest.mark.parametrize("kind", ["falcon", "falcon_gqa"])
 def test_card_counts_falcons_kv_heads(arch_dir, kind):
-    assert card_for(arch_dir(kind))["n_kv_heads"] == VALUE_HEAD[kind][0]
+    assert card_for(arch_dir(kind)).n_kv_heads == VALUE_HEAD[kind][0]
 
 
 # -- the generic path: TransformerLens' bridge, chosen where the fast engine does not know the model --
