@@ -5,7 +5,7 @@
 # this run's `config`. Nothing here changes the config.
 from circuitloc.plan import groups, inputs, targets, views  # noqa: E402  (no heavy imports)
 from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
-from circuitloc.plan import vocab  # noqa: E402
+from circuitloc.plan import registry  # noqa: E402
 
 
 MODELS = views.models(config)
@@ -39,4 +39,4 @@ def job_priority(stage, group_models=()):
 wildcard_constraints:
     model=views.one_of(MODELS),
     task=views.one_of(views.dataset_tasks(config)),
-    ablation=vocab.ablation_pattern(),
+    ablation=registry.ablation_pattern(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.report import plots, scale_plots
 from circuitloc.report.jobs import FigureFiles, TableJob
 
@@ -28,7 +28,7 @@ def fig_heatmap(job: TableJob, scores: dict, out: FigureFiles, note: str = ""):
     """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B).
     `note`: a second title line (a sweep's figure shows a sample of its models)."""
 
-    rows = list(vocab.task(job.task).heatmap)  # induction: the attention to B beside the drops
+    rows = list(registry.task(job.task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
     save(plots.heatmaps(data, rows=rows, title=_noted(f"{job.task}: single-unit {job.ablation} ablation", note)),
          out.png, out.pdf)

@@ -13,14 +13,14 @@ from circuitloc import metrics as M
 from circuitloc import sufficiency as SF
 from circuitloc.io import frame
 from circuitloc.metrics import rank
-from circuitloc.plan import vocab
+from circuitloc.plan import registry, vocab
 from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
 
 
 def measure(task: str, frame: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
     """(the task's spec, the metric a scores or curve table was computed with (its `metric`
     column, checked against the task's metrics), the task's other metrics)."""
-    spec = vocab.task(task)
+    spec = registry.task(task)
     name = spec.metric(str(frame["metric"][0]))
     return spec, name, tuple(m for m in spec.metrics if m != name)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.report import analysis as AN
 from circuitloc.report import claims as CL
 from circuitloc.report import sweep as SW
@@ -62,7 +62,7 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
     rows, panels = [], []
     for e in entries:
         e = {**e, "attention": io.read_card(e["card"])["attention"]}
-        if vocab.task(task).shared:  # the model's own prompts vs those its whole family knows
+        if registry.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
                              "split": AN.SHARED_SPLIT,
@@ -106,7 +106,7 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
     summary = SW.summarize(pm, ci)
-    kind, unit = vocab.parse_ablation(ablation)
+    kind, unit = registry.parse_ablation(ablation)
     pairs = paired(pm, stats, unit, layers, kind)
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
