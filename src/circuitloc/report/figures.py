@@ -39,11 +39,11 @@ def fig_curves(job: TableJob, cards: dict, curves: dict, out: FigureFiles, note:
     threshold marked (`note`: as for fig_heatmap)."""
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, "ranked", job.threshold,
+    save(plots.curves(data, {m: io.read_card(p) for m, p in cards.items()}, job.threshold, "ranked",
                       title=_noted(f"{job.task}: cumulative {job.ablation} ablation (ranked)", note)), out.png, out.pdf)
 
 
-def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8):
+def fig_scale(tables: dict, png, pdf, threshold: float, ablation: str = ""):
     """Top head score and heads-to-threshold against parameter count, a column per task (Table 1
     CSVs, read as they are: count and bounded flag, no label to parse back)."""
 

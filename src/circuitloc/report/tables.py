@@ -60,7 +60,7 @@ def _curve_prompts(c: pl.DataFrame) -> str:
     return str(c["prompts"][0])
 
 
-def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8,
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
            min_heldout: int = 0) -> pl.DataFrame:
     """Per model: the top unit and its score on the scoring prompts (in-sample: those prompts also
     selected it), the same unit's score on the curve prompts (`_heldout`: the ranked curve's first

@@ -146,10 +146,11 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
                 "same comparison says under each ablation kind, and the kinds that agree with the primary one")
 
 
-def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
+def write_claims(cards: dict, tables: dict, threshold: float, out_csv, out_md) -> pl.DataFrame:
     """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
-    table the run does not make is simply absent)."""
-    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()})
+    table the run does not make is simply absent), at the run's curve threshold."""
+    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: io.read_card(p) for m, p in cards.items()},
+                 float(threshold))
     df = CL.claims(run)
     write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
     return df
