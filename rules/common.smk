@@ -26,6 +26,14 @@ def code_version(script):
     return inputs.code_version(ROOT, script)
 
 
+def torch_params():
+    """What every job that runs a model on ablations (score, curve, staged, specificity) is told beside
+    its own params (`params: ..., **torch_params()`): the model's ablation options, the bootstrap,
+    the token budget of a batch and the device."""
+    return dict(opts=lambda wc: views.ablation_opts(config, wc.model), bootstrap=views.bootstrap_opts(config),
+                batch_tokens=config["max_batch_tokens"], device=config["device"])
+
+
 def job_resources(stage, per_model=True):
     """A rule's `resources:` (**job_resources(stage)), estimated from the config (plan.resources)."""
     return groups.job_resources(config, stage, per_model)
