@@ -6,7 +6,7 @@ for _ablations, _models in groups.specificity_groups(config):
         name:
             groups.group_rule(config, "specificity", _ablations)
         input:
-            card="results/models/{model}/card.json",
+            card=targets.CARD,
             data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
             scores=lambda wc, abls=_ablations: [f"results/scores/{t}/{wc.model}/{a}.parquet"
                                                 for a in abls for t in views.model_tasks(config, wc.model)],
@@ -18,14 +18,11 @@ for _ablations, _models in groups.specificity_groups(config):
         params:
             ablations=_ablations,
             tasks=lambda wc: views.model_tasks(config, wc.model),
-            opts=lambda wc: views.ablation_opts(config, wc.model),
             metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
-            bootstrap=views.bootstrap_opts(config),
-            batch_tokens=config["max_batch_tokens"],
-            device=config["device"],
             code=code_version("specificity.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=lambda wc, abls=_ablations: f"results/.resume/specificity/{wc.model}{groups.group_tag(config, abls)}",
+            **torch_params(),
         log:
             f"results/logs/specificity/{{model}}{groups.group_tag(config, _ablations)}.log",
         benchmark:

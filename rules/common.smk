@@ -5,7 +5,7 @@
 # this run's `config`. Nothing here changes the config.
 from circuitloc.plan import groups, inputs, targets, views  # noqa: E402  (no heavy imports)
 from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
-from circuitloc.plan import vocab  # noqa: E402
+from circuitloc.plan import registry  # noqa: E402
 
 
 MODELS = views.models(config)
@@ -26,6 +26,14 @@ def code_version(script):
     return inputs.code_version(ROOT, script)
 
 
+def torch_params():
+    """What every job that runs a model on ablations (score, curve, staged, specificity) is told beside
+    its own params (`params: ..., **torch_params()`): the model's ablation options, the bootstrap,
+    the token budget of a batch and the device."""
+    return dict(opts=lambda wc: views.ablation_opts(config, wc.model), bootstrap=views.bootstrap_opts(config),
+                batch_tokens=config["max_batch_tokens"], device=config["device"])
+
+
 def job_resources(stage, per_model=True):
     """A rule's `resources:` (**job_resources(stage)), estimated from the config (plan.resources)."""
     return groups.job_resources(config, stage, per_model)
@@ -39,4 +47,4 @@ def job_priority(stage, group_models=()):
 wildcard_constraints:
     model=views.one_of(MODELS),
     task=views.one_of(views.dataset_tasks(config)),
-    ablation=vocab.ablation_pattern(),
+    ablation=registry.ablation_pattern(),

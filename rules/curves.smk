@@ -6,7 +6,7 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "curves", _ablations)
         input:
-            card="results/models/{model}/card.json",
+            card=targets.CARD,
             data="results/data/{task}/{model}.parquet",
             scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
         output:
@@ -18,14 +18,11 @@ for _ablations, _models in ABLATION_GROUPS:
             ablations=_ablations,
             cfg=lambda wc: views.curve_config(config, wc.task, wc.model),
             seed=config["seed"],
-            opts=lambda wc: views.ablation_opts(config, wc.model),
             metric=lambda wc: views.task_metric(config, wc.task),
-            bootstrap=views.bootstrap_opts(config),
-            batch_tokens=config["max_batch_tokens"],
-            device=config["device"],
             code=code_version("curve.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=groups.resume_dir(config, "curves", _ablations),
+            **torch_params(),
         log:
             f"results/logs/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
         benchmark:

@@ -1,7 +1,7 @@
 rule dataset:
     input:
         unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
-        card="results/models/{model}/card.json",
+        card=targets.CARD,
     output:
         data="results/data/{task}/{model}.parquet",
         filter="results/data/{task}/{model}.filter.json",

@@ -10,7 +10,7 @@ rule model:
     input:
         unpack(lambda wc: inputs.model_inputs(config, ROOT, wc)),
     output:
-        card="results/models/{model}/card.json",
+        card=targets.CARD,
         weights=directory("results/models/{model}/weights"),
     wildcard_constraints:
         model=views.weights_pattern(config, True),
@@ -36,7 +36,7 @@ use rule model as model_hf with:
     input:
         [],
     output:
-        card="results/models/{model}/card.json",
+        card=targets.CARD,
     wildcard_constraints:
         model=views.weights_pattern(config, False),
     benchmark:

@@ -6,7 +6,7 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "scores", _ablations)
         input:
-            card="results/models/{model}/card.json",
+            card=targets.CARD,
             data="results/data/{task}/{model}.parquet",
         output:
             scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
@@ -15,14 +15,11 @@ for _ablations, _models in ABLATION_GROUPS:
             model=views.one_of(_models),
         params:
             ablations=_ablations,
-            opts=lambda wc: views.ablation_opts(config, wc.model),
             metric=lambda wc: views.task_metric(config, wc.task),
-            bootstrap=views.bootstrap_opts(config),
-            batch_tokens=config["max_batch_tokens"],
-            device=config["device"],
             code=code_version("score.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=groups.resume_dir(config, "scores", _ablations),
+            **torch_params(),
         log:
             f"results/logs/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
         benchmark:

@@ -9,7 +9,7 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             groups.stage_rule(config, _tasks, _ablations)
         input:
             unpack(inputs.stage_inputs(config, ROOT, _tasks)),
-            card="results/models/{model}/card.json",
+            card=targets.CARD,
         output:
             data=[f"results/data/{t}/{{model}}.parquet" for t in _tasks],
             filter=[f"results/data/{t}/{{model}}.filter.json" for t in _tasks],
@@ -25,13 +25,10 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             # per task: what its dataset, score and curve jobs would be told
             settings=groups.stage_settings(config, _tasks),
             seed=config["seed"],
-            opts=lambda wc: views.ablation_opts(config, wc.model),
-            bootstrap=views.bootstrap_opts(config),
-            batch_tokens=config["max_batch_tokens"],
-            device=config["device"],
             code=code_version("model_stages.py"),
             # finished datasets and ablations of a failed or killed job (circuitloc.resume)
             resume=lambda wc: f"results/.resume/model_stages/{wc.model}",
+            **torch_params(),
         log:
             "results/logs/model_stages/{model}.log",
         benchmark:

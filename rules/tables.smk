@@ -86,6 +86,7 @@ rule claims:
     params:
         models=views.models(config),
         names=list(targets.claim_inputs(config)),
+        threshold=config["curves"]["threshold"],
         code=code_version("claims.py"),
     log:
         "results/logs/tables/claims.log",

@@ -23,7 +23,7 @@ def t1(rows):
 
 
 def verdict(fn, tables, cards):
-    return fn(C.Run(tables, cards))["verdict"]
+    return fn(C.Run(tables, cards, 0.8))["verdict"]
 
 
 GQA2 = {"q05": card("q05", "gqa", "qwen", 5 * 10**8), "q15": card("q15", "gqa", "qwen", 15 * 10**8)}
@@ -40,15 +40,15 @@ def test_one_unit_claim(counts, bounded, expect):
 
 def test_claims_on_toys_only_are_not_testable_and_say_why():
     toys = {"t": card("t", "gqa", "toy", source="toy")}
-    row = C.gqa_one_unit(C.Run({C.IOI_T1: t1([{"model": "t"}])}, toys))
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: t1([{"model": "t"}])}, toys, 0.8))
     assert row["verdict"] == C.UNTESTABLE and "no pretrained GQA model" in row["reason"]
-    row = C.gqa_one_unit(C.Run({}, GQA2))
+    row = C.gqa_one_unit(C.Run({}, GQA2, 0.8))
     assert row["verdict"] == C.UNTESTABLE and C.IOI_T1 in row["reason"]
 
 
 def test_a_model_below_its_floor_is_left_out():
     table = t1([{"model": "q05", "damage_ok": False, "heads_to_80_greedy": 7.0}, {"model": "q15"}])
-    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, GQA2))
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, GQA2, 0.8))
     assert row["verdict"] == C.HOLDS and row["models"] == "q15"
 
 
@@ -59,7 +59,7 @@ def test_ratio_claim_on_a_matched_pair(gqa_pct, expect):
                  "top_head_pct_heldout_hi": 12.0},
                 {"model": "g", "top_head_pct_heldout": gqa_pct, "top_head_pct_heldout_lo": gqa_pct - 5,
                  "top_head_pct_heldout_hi": gqa_pct + 5}])
-    row = C.top_head_ratio(C.Run({C.IOI_T1: table}, cards))
+    row = C.top_head_ratio(C.Run({C.IOI_T1: table}, cards, 0.8))
     assert row["verdict"] == expect
     assert f"{gqa_pct / 10:.2f}x" in row["measured"]
     lo, hi = (gqa_pct - 5) / 12, (gqa_pct + 5) / 8
@@ -103,7 +103,7 @@ def test_facts_bottleneck(counts, expect):
 
 
 def test_one_row_per_claim_and_the_paper_form():
-    df = C.claims(C.Run({}, GQA2))
+    df = C.claims(C.Run({}, GQA2, 0.8))
     assert df.height == len(C.CLAIMS) and df["claim_id"].n_unique() == df.height
     assert set(df["verdict"]) == {C.UNTESTABLE}
     assert C.pct(56.2, 44.4, 77.0) == "56% [44, 77]" and C.pct(float("nan")) == ""
@@ -130,7 +130,7 @@ def test_toys_pair_only_within_their_family():
     cards = {**PAPER, "toy_mha": card("toy_mha", "mha", "toy", 10**8, source="toy"),
              "toy_gqa": card("toy_gqa", "gqa", "toy", 10**8, source="toy"),
              "other_gqa": card("other_gqa", "gqa", "other_toy", 10**8, source="toy")}
-    pairs, rule = C.Run({}, cards).matched_pairs()
+    pairs, rule = C.Run({}, cards, 0.8).matched_pairs()
     assert [(p.mha, p.gqa) for p in pairs] == [("toy_mha", "toy_gqa"), ("pythia_1.4b", "qwen2.5_1.5b"),
                                                ("pythia_6.9b", "qwen2.5_7b")]
     assert f"within {P.MATCH_FACTOR:g}x" in rule and "pythia_160m unmatched" in rule
@@ -141,7 +141,7 @@ def test_ratio_claim_on_the_papers_six_models(gqa_pct, expect):
     mha = {"pythia_160m": 30.0, "pythia_1.4b": 10.0, "pythia_6.9b": 12.0}
     rows = [{"model": m, "top_head_pct_heldout": v} for m, v in mha.items()]
     rows += [{"model": m, "top_head_pct_heldout": gqa_pct} for m in PAPER if m.startswith("qwen")]
-    row = C.top_head_ratio(C.Run({C.IOI_T1: t1(rows)}, PAPER))
+    row = C.top_head_ratio(C.Run({C.IOI_T1: t1(rows)}, PAPER, 0.8))
     assert row["verdict"] == expect
     assert row["models"] == "pythia_1.4b, qwen2.5_1.5b, pythia_6.9b, qwen2.5_7b"
     assert f"{gqa_pct / 10:.2f}x" in row["measured"] and f"{gqa_pct / 12:.2f}x" in row["measured"]
@@ -154,13 +154,13 @@ def test_same_head_claim_on_the_papers_six_models(same_mha, same_gqa, expect):
     st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query",
                         "same_top": same_gqa if c.attention == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
                        for m, c in PAPER.items()])
-    row = C.same_head_easy_hard(C.Run({C.IOI_STAB: st}, PAPER))
+    row = C.same_head_easy_hard(C.Run({C.IOI_STAB: st}, PAPER, 0.8))
     assert row["verdict"] == expect and "pythia_160m" not in row["models"].split(", ")
 
 
 def test_one_unit_claim_names_the_models_it_judges():
     table = t1([{"model": m, "heads_to_80_greedy": 1.0} for m in PAPER if m != "qwen2.5_7b"])
-    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, PAPER))
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, PAPER, 0.8))
     assert row["verdict"] == C.HOLDS and row["models"] == "qwen2.5_0.5b, qwen2.5_1.5b"
     assert "every pretrained GQA model of this run" in row["claim"] and "Qwen2.5" in row["claim"]
     assert "left out" in row["reason"] and "qwen2.5_7b" in row["reason"]
@@ -170,5 +170,18 @@ def test_one_unit_claim_names_the_models_it_judges():
 def test_top_head_necessary_interval_where_the_table_holds_one():
     t2 = pl.DataFrame([{"model": m, "drop_pct": 95.0, "sign_flip": False, "damage_ok": True} for m in GQA2])
     table = t1([{"model": "q05"}, {"model": "q15", "top_head_pct_heldout_lo": None, "top_head_pct_heldout_hi": None}])
-    row = C.top_head_necessary(C.Run({C.IOI_T1: table, C.IOI_T2: t2}, GQA2))
+    row = C.top_head_necessary(C.Run({C.IOI_T1: table, C.IOI_T2: t2}, GQA2, 0.8))
     assert row["interval"] == "q05: [40, 60]" and "none for q15" in row["reason"]
+
+
+def test_claims_read_heads_to_at_the_runs_threshold():
+    """At threshold 0.9 the tables have heads_to_90_* columns (metrics.heads_to_name): the claims read
+    those and say 90%; read at 0.8, the same tables have no heads-to column and the claim is not testable."""
+    table = pl.DataFrame([{"model": m, "heads_to_90_greedy": 1.0, "heads_to_90_greedy_bounded": False, "damage_ok": True}
+                          for m in GQA2])
+    row = C.gqa_one_unit(C.Run({C.IOI_T1: table}, GQA2, 0.9))
+    assert row["verdict"] == C.HOLDS and row["measured"] == "q05: 1; q15: 1"
+    assert "90% IOI damage" in row["claim"] and "heads-to-90%" in row["reason"]
+    assert C.gqa_one_unit(C.Run({C.IOI_T1: table}, GQA2, 0.8))["verdict"] == C.UNTESTABLE
+    bounded = table.with_columns(heads_to_90_greedy_bounded=pl.lit(True))
+    assert C.gqa_one_unit(C.Run({C.IOI_T1: bounded}, GQA2, 0.9))["verdict"] == C.FAILS

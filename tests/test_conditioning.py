@@ -39,7 +39,7 @@ def test_a_clean_metric_near_its_floor_reports_no_percentage():
     heads-to and the curve area are refused with it."""
     ok_s, ok_c = _frames(3.0, 2.5)
     bad_s, bad_c = _frames(0.15, -0.4)
-    t1 = table1("ioi", {"ok": CARD, "bad": CARD}, {"ok": ok_s, "bad": bad_s}, {"ok": ok_c, "bad": bad_c})
+    t1 = table1("ioi", {"ok": CARD, "bad": CARD}, {"ok": ok_s, "bad": bad_s}, {"ok": ok_c, "bad": bad_c}, 0.8)
     ok, bad = t1.row(0, named=True), t1.row(1, named=True)
     assert ok["damage_ok"] and ok["top_head_pct"] == pytest.approx(60) and ok["heads_to_80"] == 2
     assert bad["task_behaviour"]  # the point estimate is above the floor: the old rule let it through
@@ -55,7 +55,7 @@ def test_a_clean_metric_near_its_floor_reports_no_percentage():
 
 def test_a_held_out_set_below_its_minimum_carries_no_percentage():
     s, c = _frames(3.0, 2.5, n_curve=13)
-    row = table1("ioi", {"m": CARD}, {"m": s}, {"m": c}, min_heldout=20).row(0, named=True)
+    row = table1("ioi", {"m": CARD}, {"m": s}, {"m": c}, 0.8, min_heldout=20).row(0, named=True)
     assert not row["damage_ok"] and "13 prompts < min_heldout 20" in row["damage_note"]
     assert row["top_head_pct"] == pytest.approx(60)  # the scoring prompts' own estimate stays
     assert math.isnan(row["top_head_pct_heldout"])

@@ -131,7 +131,7 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     assert not set(seen[1].tolist()) & set(scoring.tolist()) and len(seen[1]) == 24 - 8
     s, c = io.read_parquet(scores), io.read_parquet(curve)
     assert c["prompts"][0] == "heldout" and c["n_prompts"][0] == 16
-    t1 = table1("ioi", {"tinyq": card}, {"tinyq": s}, {"tinyq": c})
+    t1 = table1("ioi", {"tinyq": card}, {"tinyq": s}, {"tinyq": c}, 0.8)
     row = t1.row(0, named=True)
     assert (row["curve_prompts"], row["n_curve_prompts"], row["n_score_prompts"]) == ("heldout", 16, 8)
     first = c.filter((pl.col("method") == "ranked") & (pl.col("step") == 1)).row(0, named=True)
@@ -172,7 +172,7 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     assert s["metric"][0] == "margin" and {"margin_clean", "accuracy_clean", "logprob_clean"} <= set(s.columns)
     assert (s["floor"] == 0).all() and c["floor"][0] == 0 and c["prompts"][0] == "heldout"
     assert {"accuracy", "accuracy_clean", "margin"} <= set(c.columns) and c["n_prompts"][0] == 8
-    t1 = table1("facts", {"tinyq": card}, {"tinyq": s}, {"tinyq": c})
+    t1 = table1("facts", {"tinyq": card}, {"tinyq": s}, {"tinyq": c}, 0.8)
     cols = t1.columns
     assert cols.index("baseline_margin") < cols.index("baseline_accuracy")  # the first baseline: the ranked one
     assert 0 <= t1["baseline_accuracy"][0] <= 1 and "top_head_score_heldout" in cols

@@ -11,7 +11,7 @@ import yaml
 from workflow_helpers import ROOT, TEST_CONFIG, resolve_over_test_config
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import groups, inputs, targets, views, vocab
+from circuitloc.plan import builtin_tasks, groups, inputs, registry, targets, views
 from circuitloc.plan.workflow_config import as_layer, layered, prepare, resolve
 
 
@@ -21,7 +21,7 @@ def _config(**layer):
 
 
 def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_for_jobs(monkeypatch):
-    monkeypatch.delenv(vocab.TASK_MODULES_ENV, raising=False)
+    monkeypatch.delenv(registry.TASK_MODULES_ENV, raising=False)
     config = {"left": "over"}
     workflow = NS(overwrite_configfiles=[str(TEST_CONFIG)], config_settings=NS(config={"seed": 3}),
                   modifier=NS(is_main_snakefile=lambda: True))
@@ -29,7 +29,7 @@ def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_f
     assert same is config and "left" not in config
     assert config["seed"] == 3 and list(config["models"]) == ["tiny_mha", "tiny_gqa"]
     assert config["bootstrap"] == {"n": 200, "ci": 0.95}  # the schema's default filled in
-    assert os.environ[vocab.TASK_MODULES_ENV] == ""
+    assert os.environ[registry.TASK_MODULES_ENV] == ""
 
 
 def _leaving_out(model, *left_out) -> dict:
@@ -85,7 +85,7 @@ def test_a_family_shared_task_leaves_out_families_of_one():
                           "b": {"source": "hf", "hf": "x/b", "family": "f"},
                           "c": {"source": "hf", "hf": "x/c", "family": "g"}})
     assert views.family_members(cfg, "a") == ["a", "b"] and views.family_members(cfg, "c") == ["c"]
-    shared = vocab.task("facts").shared
+    shared = registry.task("facts").shared
     assert views.models_for(cfg, "facts") == ["a", "b", "c"]
     assert views.models_for(cfg, shared) == ["a", "b"]
     assert views.shared_task(cfg, "facts") == shared and views.shared_task(cfg, "ioi") is None
@@ -105,7 +105,7 @@ def test_a_model_may_leave_a_task_out_of_its_own_runs():
     assert "results/tables/table1_induction_zero-query.csv" in made  # tiny_mha still runs it
     assert "results/tables/table1_induction_mean-kv.csv" not in made  # only tiny_gqa has mean-kv
     # a family-shared condition is made of the members scored on its base task: a family of one left
-    shared = vocab.task("facts").shared
+    shared = registry.task("facts").shared
     off = _config(models=_leaving_out("tiny_gqa", "facts"))
     assert views.family_members(off, "tiny_mha", "facts") == ["tiny_mha"] and views.models_for(off, shared) == []
     assert shared not in views.dataset_tasks(off) and views.models_for(off, "facts") == ["tiny_mha"]
@@ -131,7 +131,7 @@ def test_a_models_own_blocks_override_only_what_they_name():
     assert curve["max_steps"] == 3 and curve["threshold"] == 0.8 and curve["n_curve"] is None
     # a dataset does not depend on the metric it is scored with; a model's build on its overrides
     assert "metric" not in views.dataset_config(cfg, "facts", "tiny_gqa")
-    assert views.task_metric(cfg, vocab.task("facts").shared) == "margin"
+    assert views.task_metric(cfg, registry.task("facts").shared) == "margin"
     assert set(views.model_build_spec(cfg, "tiny_gqa")) == {"source", "family", "toy"}
 
 
@@ -211,7 +211,7 @@ def test_the_default_target_has_every_table_pair_and_ends_with_the_cost_and_the_
     out = targets.all_outputs(cfg)
     assert out[-2:] == [targets.COST, targets.REPORT] and len(out) == len(set(out))
     assert {f"results/tables/table1_{t}_{a}.csv" for t, a in pairs} <= set(out)
-    assert f"results/tables/stability_{vocab.task('facts').shared}.csv" not in out  # stability: own tasks
+    assert f"results/tables/stability_{registry.task('facts').shared}.csv" not in out  # stability: own tasks
     assert targets.cost_inputs(cfg) == out[:-2]
     assert all(f.startswith(("results/tables/", "results/figures/")) for f in targets.report_inputs(cfg))
     assert not targets.sweep_pairs(cfg) and "results/tables/sweep_overview.csv" not in out
@@ -228,7 +228,7 @@ def test_the_tables_read_one_file_per_scored_model_in_config_order():
     assert got["cards_1"] == [f"results/models/{m}/card.json" for m in views.models_for(cfg, "ioi", "zero-kv")]
     assert got["scores_1"] == [f"results/scores/ioi/{m}/zero-kv.parquet" for m in views.models_for(cfg, "ioi", "zero-kv")]
     entries = targets.stability_entries(cfg, "facts")
-    shared = vocab.task("facts").shared
+    shared = registry.task("facts").shared
     assert len(entries) == 2 + 6 and entries[0]["shared"] == f"results/scores/{shared}/tiny_mha/zero-query.parquet"
     assert "shared" not in targets.stability_entries(cfg, "ioi")[0]
     assert len(targets.stability_files(cfg, "facts")) == len(set(targets.stability_files(cfg, "facts")))
@@ -261,7 +261,7 @@ def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_dire
     cfg = _config()
     monkeypatch.chdir(ROOT)
     toy = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))
-    assert toy["facts"] == os.path.join("resources", vocab.FACTS_FILE)
+    assert toy["facts"] == os.path.join("resources", builtin_tasks.FACTS_FILE)
     assert toy["ioi_templates"] == os.path.join("resources", "ioi", "templates.txt")
     assert any(v.startswith(".test/models/tiny_mha/") for k, v in toy.items() if k.startswith("checkpoint_"))
     hf = _config(models={"h": {"source": "hf", "hf": "x/h"}})
@@ -275,4 +275,4 @@ def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_dire
     run.mkdir(parents=True)
     monkeypatch.chdir(run)
     facts = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))["facts"]
-    assert not os.path.isabs(facts) and os.path.samefile(facts, ROOT / "resources" / vocab.FACTS_FILE)
+    assert not os.path.isabs(facts) and os.path.samefile(facts, ROOT / "resources" / builtin_tasks.FACTS_FILE)

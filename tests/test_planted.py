@@ -100,7 +100,7 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         assert damage_a < 0.8  # so heads-to-80% must be 2, not 1
         assert M.heads_to_threshold(curve["damage"], 0.8) == 2
         assert abs(curve["damage"][1] - 1.0) < 1e-5
-        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(scores, curve, clean, n))
+        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(scores, curve, clean, n), 0.8)
         assert t1["top_head"][0] == f"L{A_[0]}H{A_[1]}" and t1["heads_to_80"][0] == 2
         assert not t1["heads_to_80_bounded"][0]
         assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
@@ -210,7 +210,7 @@ def test_redundant_query_heads_are_seen_by_the_kv_and_layer_units_only():
         ranked = [u for lbl in s.sort("drop", descending=True, maintain_order=True)["unit"]
                   for u in units(card, kind) if u["unit"] == lbl]
         curve = pl.DataFrame(ranked_curve(Probe(sc, p, task), ranked, Baseline(clean, 0.0), len(ranked)))
-        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(s, curve, clean, n))
+        t1 = table1("ioi", {"planted": card}, *_as_jobs_write(s, curve, clean, n), 0.8)
         top_col = {"kv": "top_kv_group", "layer": "top_layer"}[kind]  # named for what it holds
         assert "top_head" not in t1.columns
         assert (t1[top_col][0], t1["unit_kind"][0], t1["heads_to_80"][0]) == (top, kind, h80)

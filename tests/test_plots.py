@@ -63,7 +63,7 @@ def test_style_is_fixed_per_family_and_attention():
 
 def test_scale_one_colour_per_family_in_every_panel_and_figure():
     # the pair-only panel first and last: the old figure coloured toy GQA by its position in each panel
-    fig = scale_plots.scale({"facts_shared": PAIR, "ioi": ALL, "facts": PAIR})
+    fig = scale_plots.scale({"facts_shared": PAIR, "ioi": ALL, "facts": PAIR}, 0.8)
     top = fig.axes[:3]
     gqa = {_colour_at(ax, TOY_GQA, "s") for ax in top}
     mha = {_colour_at(ax, TOY_MHA, "o") for ax in top}
@@ -74,13 +74,13 @@ def test_scale_one_colour_per_family_in_every_panel_and_figure():
     # the same colour in the curves figure
     cards = {"toy_gqa": model_card(family="toy", attention="gqa"), "toy_mha": model_card(family="toy", attention="mha")}
     curve = pl.DataFrame({"method": ["ranked"] * 3, "step": [1, 2, 3], "damage": [0.5, 0.9, 1.0]})
-    cfig = plots.curves({"toy_mha": curve, "toy_gqa": curve}, cards)
+    cfig = plots.curves({"toy_mha": curve, "toy_gqa": curve}, cards, 0.8)
     colours = {ln.get_label(): to_hex(ln.get_color()) for ax in cfig.axes for ln in ax.get_lines()}
     assert colours["toy_gqa (toy · GQA)"] == gqa.pop() and colours["toy_mha (toy · MHA)"] == mha.pop()
 
 
 def test_scale_axes_from_zero_integer_heads_and_legend_names_attention():
-    fig = scale_plots.scale({"ioi": ALL, "facts_shared": PAIR})
+    fig = scale_plots.scale({"ioi": ALL, "facts_shared": PAIR}, 0.8)
     top, bottom = fig.axes[:2], fig.axes[2:4]
     for ax in top:
         lo, hi = ax.get_ylim()
@@ -95,7 +95,7 @@ def test_scale_axes_from_zero_integer_heads_and_legend_names_attention():
 
 def test_scale_ticks_do_not_overprint():
     # one panel spans 10% of a decade: the old log axis labelled 5.9e5, 6e5, ... on top of each other
-    fig = scale_plots.scale({"facts_shared": PAIR, "facts": PAIR, "ioi": ALL, "induction": ALL})
+    fig = scale_plots.scale({"facts_shared": PAIR, "facts": PAIR, "ioi": ALL, "induction": ALL}, 0.8)
     fig.canvas.draw()
     for ax in fig.axes:
         assert not _overlap(ax.get_xticklabels(which="both"))
@@ -107,7 +107,7 @@ def test_scale_marks_a_censored_curve_at_its_bound():
     smol = pl.col("model") == "smollm2_135m"
     t = ALL.with_columns(pl.when(smol).then(16).otherwise(pl.col("heads_to_80")).alias("heads_to_80"),
                          pl.when(smol).then(True).otherwise(pl.col("heads_to_80_bounded")).alias("heads_to_80_bounded"))
-    fig = scale_plots.scale({"ioi": t})
+    fig = scale_plots.scale({"ioi": t}, 0.8)
     bottom = fig.axes[1]
     assert any(a.get_text() == "> 16" for a in bottom.texts)
     assert bottom.get_ylim()[1] > 16
@@ -128,7 +128,7 @@ def test_scale_marks_a_refused_percentage_and_names_the_threshold():
 def test_scale_labels_of_two_censored_models_do_not_overlap():
     """The toy pair (0.64M and 0.59M parameters) both '> 8': two labels, neither on top of the other."""
     t = ALL.with_columns(pl.lit(8).alias("heads_to_80"), pl.lit(True).alias("heads_to_80_bounded"))
-    fig = scale_plots.scale({"ioi": t})
+    fig = scale_plots.scale({"ioi": t}, 0.8)
     fig.canvas.draw()
     bottom = fig.axes[1]
     labels = [a for a in bottom.texts if a.get_text() == "> 8"]
@@ -146,7 +146,7 @@ def test_curves_accept_polars_and_start_at_zero():
     c = pl.DataFrame({"method": ["ranked"] * 4 + ["random"], "step": [1, 2, 3, 4, 1],
                       "damage": [0.3, 0.7, 0.9, 1.0, 0.1], "damage_lo": [0.2, 0.6, 0.8, 0.9, 0.0],
                       "damage_hi": [0.4, 0.8, 1.0, 1.1, 0.2]})
-    fig = plots.curves({"a": c, "b": c, "c": c}, cards, title="t")
+    fig = plots.curves({"a": c, "b": c, "c": c}, cards, 0.8, title="t")
     assert [ax.get_title() for ax in fig.axes] == ["MHA", "GQA"]  # MHA first
     assert fig.axes[0].get_ylim()[0] == 0
     texts = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
@@ -187,13 +187,13 @@ def _sweep_frames():
 
 def test_sweep_accepts_polars_from_zero_and_names_attention():
     summary, pm = _sweep_frames()
-    fig = scale_plots.sweep(summary, pm, title="t")
+    fig = scale_plots.sweep(summary, pm, 0.8, title="t")
     for ax in fig.axes:
         assert ax.get_ylim()[0] == 0
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks[0].endswith("MHA") and ticks[-1].endswith("MQA") and any("GQA" in t for t in ticks)
     assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
-    again = scale_plots.sweep(summary.reverse(), pm.reverse())  # the same colours whatever the row order
+    again = scale_plots.sweep(summary.reverse(), pm.reverse(), 0.8)  # the same colours whatever the row order
     assert [ln.get_color() for ln in again.axes[0].get_lines()] == [ln.get_color() for ln in fig.axes[0].get_lines()]
 
 
@@ -223,7 +223,7 @@ def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
                              "heads_to_80_greedy_frac_bound": np.nan,
                              "effective_units": 3.0, "top_share": 0.4, "n_units": 16})
     pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
-    fig = scale_plots.sweep(SW.summarize(pm, 0.95), pm)
+    fig = scale_plots.sweep(SW.summarize(pm, 0.95), pm, 0.8)
     assert len(fig.axes) == 4 and "greedy" in fig.axes[3].get_ylabel()
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1\nMHA", "2\nGQA", "4\nGQA", "8\nMQA"]
     lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines() if ln.get_label() in ("a", "b")}

@@ -14,7 +14,7 @@ from circuitloc import io
 from circuitloc.engine import pipeline as P
 from circuitloc.engine import replacement as R
 from circuitloc.engine.settings import JobSettings, ScoreFiles
-from circuitloc.plan import vocab
+from circuitloc.plan import registry, vocab
 from circuitloc.tasks.common import mark_scoring
 
 PLUGINS = ROOT / "tests" / "plugins"
@@ -23,25 +23,25 @@ PLUGINS = ROOT / "tests" / "plugins"
 @pytest.fixture
 def pooled(monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))
-    assert vocab.load_task_modules(["synthetic_kind"]) == ["pooled"]
+    assert registry.load_task_modules(["synthetic_kind"]) == ["pooled"]
     return "pooled"
 
 
 def test_the_kinds_registration_is_all_the_plan_and_engine_read(pooled):
-    assert pooled in vocab.kinds() and vocab.parse_ablation("pooled-kv") == ("pooled", "kv")
-    assert "pooled" in vocab.ablation_pattern()
+    assert pooled in registry.kinds() and registry.parse_ablation("pooled-kv") == ("pooled", "kv")
+    assert "pooled" in registry.ablation_pattern()
     assert R.builder("pooled").__module__ == "synthetic_kind" and R.builder("zero") is None
     with pytest.raises(ValueError, match="already defined"):
-        vocab.register_kind(vocab.KindSpec("pooled", "elsewhere:fn"))
+        registry.register_kind(vocab.KindSpec("pooled", "elsewhere:fn"))
     with pytest.raises(ValueError, match="no '-'"):
-        vocab.register_kind(vocab.KindSpec("two-part"))
+        registry.register_kind(vocab.KindSpec("two-part"))
 
 
 def test_every_registered_builder_takes_one_context():
     """Each kind's builder resolves from its dotted name and takes one parameter (the context)."""
     import inspect
 
-    for name in vocab.kinds():
+    for name in registry.kinds():
         fn = R.builder(name)
         if fn is not None:
             assert list(inspect.signature(fn).parameters) == ["ctx"], name

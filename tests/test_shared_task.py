@@ -11,7 +11,7 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, resolve_over_test_config, reuse_models, smk, smk_env
 
-from circuitloc.plan import views, vocab
+from circuitloc.plan import registry, views, vocab
 
 PLUGINS = ROOT / "tests" / "plugins"
 
@@ -23,12 +23,12 @@ def _config(monkeypatch, **layer):
 
 def test_a_task_modules_shared_condition_is_registered_with_it(monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))
-    assert vocab.load_task_modules(["family_task"]) == ["echo"]
-    shared = vocab.task("echo_shared")
+    assert registry.load_task_modules(["family_task"]) == ["echo"]
+    shared = registry.task("echo_shared")
     assert shared.base == "echo" and shared.module == "family_task" and shared.metrics == ("echo_ld",)
-    assert vocab.base_task("echo_shared").name == "echo"
+    assert registry.base_task("echo_shared").name == "echo"
     # the built-in condition is the same derivation of its task's spec
-    assert vocab.shared_spec(vocab.task("facts")) == vocab.task(vocab.task("facts").shared)
+    assert vocab.shared_spec(registry.task("facts")) == registry.task(registry.task("facts").shared)
 
 
 def test_a_shared_condition_without_its_builder_is_refused_by_name(monkeypatch):
@@ -36,12 +36,12 @@ def test_a_shared_condition_without_its_builder_is_refused_by_name(monkeypatch):
     module.SPEC = vocab.TaskSpec("half", "half_task", ("m",), True, (), shared="half_shared")
     monkeypatch.setitem(sys.modules, "half_task", module)
     with pytest.raises(ValueError, match="'half_task'.*'half_shared'.*shared_dataset"):
-        vocab.load_task_modules(["half_task"])
+        registry.load_task_modules(["half_task"])
 
 
 def test_the_plan_builds_a_shared_condition_for_any_task_that_declares_one(monkeypatch):
     cfg = _config(monkeypatch, task_modules=["family_task"], tasks={"echo": {"n": 40, "n_score": 10}})
-    assert views.shared_tasks(cfg) == [vocab.task("facts").shared, "echo_shared"]
+    assert views.shared_tasks(cfg) == [registry.task("facts").shared, "echo_shared"]
     assert views.models_for(cfg, "echo_shared") == ["tiny_mha", "tiny_gqa"]  # one family of two
     assert views.shared_members(cfg, "echo_shared", "tiny_gqa") == \
         ["results/data/echo/tiny_mha.parquet", "results/data/echo/tiny_gqa.parquet"]
@@ -54,9 +54,9 @@ def test_min_heldout_defaults_to_the_tasks_spec(monkeypatch):
     cfg = _config(monkeypatch, task_modules=["family_task", "synthetic_task"],
                   tasks={"echo": {"n": 40, "n_score": 10}, "recall": {"n": 40, "n_score": 10}})
     for t in views.dataset_tasks(cfg):
-        assert views.min_heldout(cfg, t) == vocab.task(t).min_heldout > 0
+        assert views.min_heldout(cfg, t) == registry.task(t).min_heldout > 0
     cfg["curves"]["min_heldout"] = {"recall": 3}  # one task named: the others keep their spec's
-    assert views.min_heldout(cfg, "recall") == 3 and views.min_heldout(cfg, "echo") == vocab.task("echo").min_heldout
+    assert views.min_heldout(cfg, "recall") == 3 and views.min_heldout(cfg, "echo") == registry.task("echo").min_heldout
     assert views.min_heldout(cfg, "ioi") == 20
 
 

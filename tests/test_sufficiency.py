@@ -158,11 +158,11 @@ def test_table1_carries_cpr_and_cmd_of_the_sufficiency_rows():
                          "kept": [0] * 7 + [1, 1, 2]})
     c = {"planted": pl.concat([c["planted"], suff], how="diagonal_relaxed")}
     card = {"planted": model_card(family="p", attention="mha", n_params=1)}
-    t1 = table1("ioi", card, s, c)
+    t1 = table1("ioi", card, s, c, 0.8)
     assert t1["cpr"][0] == pytest.approx(0.85) and t1["cmd"][0] == pytest.approx(0.149)
     assert t1["curve_area"][0] == pytest.approx(0.5)  # the necessity area beside it, unchanged
     old = {"planted": c["planted"].filter(pl.col("method") != SF.METHOD).drop("faithfulness", "fraction", "kept")}
-    bare = table1("ioi", card, s, old)  # a curve table without sufficiency rows: NaN, not a guess
+    bare = table1("ioi", card, s, old, 0.8)  # a curve table without sufficiency rows: NaN, not a guess
     assert np.isnan(bare["cpr"][0]) and np.isnan(bare["cmd"][0]) and bare["curve_area"][0] == pytest.approx(0.5)
 
 

@@ -283,7 +283,7 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
         cards[m] = tmp_path / f"{m}.json"
         model_card(name=m, source="toy", checks={"passed": m != "m_kv2_s2"}).write(cards[m])
     out = {k: tmp_path / f"{k}" for k in ("s.csv", "s.md", "p.csv", "p.md", "f.png", "f.pdf")}
-    job, stats = TableJob("ioi", "zero-layer"), SweepStats(0.95, 0.05, "holm")
+    job, stats = TableJob("ioi", "zero-layer", 0.8), SweepStats(0.95, 0.05, "holm")
     summary, pm = write_sweep(job, SweepInputs(tmp_path / "t1.csv", cards, meta), stats,
                               (TableFiles(out["s.csv"], out["s.md"]), TableFiles(out["p.csv"], out["p.md"])))
     fig_sweep(job, stats.ci, summary, pm, FigureFiles(out["f.png"], out["f.pdf"]))

@@ -214,7 +214,7 @@ def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
         model_card(name=m, source="toy", checks={"passed": True}).write(cards[m])
     out = {k: tmp_path / k for k in ("s.csv", "s.md", "p.csv", "p.md")}
     opts = {"alpha": 0.05, "p_adjust": "holm", "primary": {"units": ["query"], "measures": ["top_head"]}}
-    write_sweep(TableJob("ioi", "zero-kv"), SweepInputs(tmp_path / "t1_kv.csv", cards, meta, tmp_path / "t1_layer.csv"),
+    write_sweep(TableJob("ioi", "zero-kv", 0.8), SweepInputs(tmp_path / "t1_kv.csv", cards, meta, tmp_path / "t1_layer.csv"),
                 SweepStats.of(opts, 0.95), (TableFiles(out["s.csv"], out["s.md"]), TableFiles(out["p.csv"], out["p.md"])))
     pairs = pl.read_csv(out["p.csv"], schema_overrides={"seeds": pl.String})
     assert pairs["vs_unit"].to_list() == ["kv", "layer"] and pairs["n_units"].to_list() == [2, 2]

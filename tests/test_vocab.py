@@ -1,4 +1,4 @@
-"""The vocabulary (circuitloc.plan.vocab) is the one home of task and ablation names: no module outside
+"""The vocabulary (circuitloc.plan: vocab, builtin_tasks, registry) is the one home of task and ablation names: no module outside
 tasks/ decides by a task's or kind's name, the table and figure jobs never import torch, unknown
 names are errors, and a task defined outside circuitloc runs through the workflow."""
 
@@ -11,19 +11,21 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, reuse_models, smk, smk_env
 
-from circuitloc.plan import vocab
+from circuitloc.plan import builtin_tasks, registry, vocab
 
 SRC = ROOT / "src" / "circuitloc"
 PLUGINS = ROOT / "tests" / "plugins"
-# where names may decide behaviour: the vocabulary itself and the task modules
-ALLOWED = {SRC / "plan" / "vocab.py", *(SRC / "tasks").glob("*.py")}
+# where names may decide behaviour: the vocabulary itself (its types, the built-in tasks, the registry) and the
+# task modules
+VOCABULARY = (vocab, builtin_tasks, registry)
+ALLOWED = {*(SRC / "plan" / f"{m.__name__.rsplit('.', 1)[1]}.py" for m in VOCABULARY), *(SRC / "tasks").glob("*.py")}
 
 
 def _plugins() -> list[str]:
     """The task and kind modules of the test suite (tests/plugins), registered like a config's."""
     if str(PLUGINS) not in sys.path:
         sys.path.insert(0, str(PLUGINS))
-    return vocab.load_task_modules(sorted(p.stem for p in PLUGINS.glob("*.py")))
+    return registry.load_task_modules(sorted(p.stem for p in PLUGINS.glob("*.py")))
 
 
 def registered_names() -> tuple[set, set]:
@@ -31,14 +33,15 @@ def registered_names() -> tuple[set, set]:
     read from the registries (a task or kind a test registers is among them); and the vocabulary's
     constants that hold a task's or kind's name (NEUTRAL, ZERO, MEAN, ...). The floor kinds are words
     of their own (FLOOR_ZERO is 'zero' too, a floor, not an ablation)."""
-    tasks, kinds = set(vocab.task_names()), set(vocab.kinds())
-    metrics = {m for t in tasks for m in vocab.task(t).metrics}
+    tasks, kinds = set(registry.task_names()), set(registry.kinds())
+    metrics = {m for t in tasks for m in registry.task(t).metrics}
 
     def holds_names(v):  # a name, or a tuple of names (a subset of the kinds: REPLACING_KINDS once)
         items = v if isinstance(v, (tuple, frozenset)) and v else (v,)
         return all(isinstance(i, str) and i in tasks | kinds for i in items)
 
-    constants = {k for k, v in vars(vocab).items() if k.isupper() and not k.startswith("FLOOR_") and holds_names(v)}
+    constants = {k for m in VOCABULARY for k, v in vars(m).items()
+                 if k.isupper() and not k.startswith("FLOOR_") and holds_names(v)}
     return tasks | kinds | metrics, constants
 
 
@@ -85,7 +88,7 @@ def decisions_by_name(names: set, constants: set) -> list[str]:
             found += [f"{path.relative_to(ROOT)}:{ln}: {n!r}" for ln, n in _deciding(tree, names, constants)]
     literal = "|".join(sorted(map(re.escape, names)))
     const = "|".join(sorted(constants))
-    smk_pattern = re.compile(rf"""(==|!=|\bin\b|startswith\()\s*[(\[]?\s*(["']({literal})["']|(vocab\.)?\b({const})\b)""")
+    smk_pattern = re.compile(rf"""(==|!=|\bin\b|startswith\()\s*[(\[]?\s*(["']({literal})["']|((vocab|builtin_tasks|registry)\.)?\b({const})\b)""")
     for path in sorted((ROOT / "rules").glob("*.smk")) + [ROOT / "Snakefile"]:
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if smk_pattern.search(line.split("#")[0]):
@@ -96,18 +99,18 @@ def decisions_by_name(names: set, constants: set) -> list[str]:
 def test_no_task_or_kind_name_decides_behaviour_outside_tasks_and_vocab():
     _plugins()
     found = decisions_by_name(*registered_names())
-    assert not found, "names deciding behaviour outside tasks/ and plan/vocab.py:\n" + "\n".join(found)
+    assert not found, "names deciding behaviour outside tasks/ and the vocabulary:\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_decision_by_name():
     """The check above can fail: the branches it replaced are found, and so is a task or kind a
     test registers, with no list of names to update."""
-    assert "recall" in _plugins() and "pooled" in vocab.kinds()
+    assert "recall" in _plugins() and "pooled" in registry.kinds()
     names, constants = registered_names()
     assert {"ioi", "facts_shared", "neutral", "zero", "resample", "recall", "pooled", "accuracy"} <= names
     assert {"NEUTRAL", "ZERO", "MEAN", "RESAMPLE"} <= constants and "FLOOR_ZERO" not in constants
     old = ('if task == "facts":\n    pass\nif kind != "zero":\n    pass\nx = name.startswith("facts")\n'
-           'if target != NEUTRAL:\n    pass\nif t == vocab.NEUTRAL:\n    pass\n'
+           'if target != NEUTRAL:\n    pass\nif t == builtin_tasks.NEUTRAL:\n    pass\n'
            'if "accuracy" in extras:\n    pass\n'
            'task = task or {"baseline_ld": "ioi"}.get(col, "facts")\n'
            'if a in ("recall", "pooled"):\n    pass\nmatch k:\n    case "mean":\n        pass\n'
@@ -119,8 +122,9 @@ def test_the_check_finds_a_decision_by_name():
 
 
 # the modules of the table, figure and analysis jobs, and the scripts that run them (no threads)
-LIGHT_MODULES = ("plan.vocab", "report.tables", "report.writers", "report.figures", "report.analysis", "report.sweep",
-                 "report.plots", "report.cost", "runner", "io", "plan.resources", "metrics", "stats")
+LIGHT_MODULES = ("plan.vocab", "plan.builtin_tasks", "plan.registry", "report.tables", "report.writers",
+                 "report.figures", "report.analysis", "report.sweep", "report.plots", "report.cost", "runner", "io",
+                 "plan.resources", "metrics", "stats")
 LIGHT_SCRIPTS = ("tables", "figures", "fig_scale", "robustness", "specificity_table", "stability", "sweep_tables",
                  "sweep_overview")
 
@@ -149,15 +153,15 @@ def test_table_and_figure_jobs_do_not_import_torch():
 
 def test_unknown_names_are_errors_never_fallbacks():
     with pytest.raises(ValueError, match="unknown ablation 'median-query'"):
-        vocab.parse_ablation("median-query")
+        registry.parse_ablation("median-query")
     with pytest.raises(ValueError, match="unknown ablation 'zero-block'"):
-        vocab.parse_ablation("zero-block")
+        registry.parse_ablation("zero-block")
     with pytest.raises(ValueError, match="unknown task 'iio'"):
-        vocab.task("iio")
+        registry.task("iio")
     with pytest.raises(ValueError, match="tasks.facts_shared"):
-        vocab.workflow_tasks(["ioi", "facts_shared"])
+        registry.workflow_tasks(["ioi", "facts_shared"])
     with pytest.raises(ValueError, match="unknown ablation kind 'median'"):
-        vocab.kind("median")
+        registry.kind("median")
 
 
 def test_unit_labels_round_trip():
@@ -169,14 +173,14 @@ def test_unit_labels_round_trip():
 
 def test_a_task_module_registers_its_spec(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "plugins"))
-    assert vocab.load_task_modules(["synthetic_task"]) == ["recall"]
-    assert vocab.task("recall").metrics == ("recall_ld",)
+    assert registry.load_task_modules(["synthetic_task"]) == ["recall"]
+    assert registry.task("recall").metrics == ("recall_ld",)
     from circuitloc.tasks.registry import task_of
 
     t = task_of("recall")
     assert t.metric_name == "recall_ld" and t.higher_is_better and t.fields == ("next_id", "prev_id")
     with pytest.raises(ValueError, match="already defined"):
-        vocab.register(vocab.TaskSpec("recall", "elsewhere", ("x",), True, ()))
+        registry.register(vocab.TaskSpec("recall", "elsewhere", ("x",), True, ()))
 
 
 @pytest.mark.workflow

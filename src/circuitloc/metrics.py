@@ -24,7 +24,13 @@ def damage(clean: float, ablated, floor: float, higher_is_better: bool):
     return drop(clean, ablated, higher_is_better) / span
 
 
-def heads_to_threshold(curve_damage, threshold: float = 0.8) -> int | None:
+# The paper's curve threshold (80% damage), the one place it is written in the code: the run's value is
+# config curves.threshold (config/config.yaml, a test checks the two agree), which every table, figure
+# and claims job is passed; this is for callers outside a run (tests, notebooks).
+DEFAULT_THRESHOLD = 0.8
+
+
+def heads_to_threshold(curve_damage, threshold: float) -> int | None:
     """First step (1-based count of units ablated) whose damage reaches the threshold; None if
     the curve never gets there — the table then says '> K', never a made-up number."""
     for step, d in enumerate(curve_damage, start=1):
@@ -43,7 +49,7 @@ class HeadsTo:
     count: int
     bounded: bool
     n_units: int
-    threshold: float = 0.8
+    threshold: float | None = None  # None: read back from a table (its column's name carries the threshold)
 
     @classmethod
     def of_curve(cls, curve_damage, threshold: float, n_units: int) -> "HeadsTo":
@@ -68,15 +74,17 @@ class HeadsTo:
                 f"{name}_frac": float("nan") if self.bounded else self.frac}
 
 
-def heads_to_name(threshold: float = 0.8, method: str = "ranked") -> str:
+def heads_to_name(threshold: float, method: str = "ranked") -> str:
     """The column of heads-to-threshold: heads_to_{percent} (heads_to_80 at 0.8, heads_to_90 at
     0.9), `_greedy` for the greedy curve. The threshold is in the name, so a table read alone says
     which threshold it used and tables at 0.8 keep their columns."""
+    if threshold is None:
+        raise ValueError("heads-to-threshold needs the run's threshold (config curves.threshold); none was passed")
     pct = f"{100 * float(threshold):.10g}".replace(".", "_")
     return f"heads_to_{pct}" + ("" if method == "ranked" else f"_{method}")
 
 
-def heads_to(curve_damage, threshold: float = 0.8) -> tuple[int, bool]:
+def heads_to(curve_damage, threshold: float) -> tuple[int, bool]:
     """Heads-to-threshold as (count, bounded) (`HeadsTo` without its units)."""
     h = heads_to_threshold(curve_damage, threshold)
     return (h, False) if h is not None else (len(curve_damage), True)

@@ -5,5 +5,5 @@ from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0])
 run(write_claims, cards=dict(zip(snakemake.params.models, snakemake.input.cards)),
-    tables=dict(zip(snakemake.params.names, snakemake.input.tables)),
+    tables=dict(zip(snakemake.params.names, snakemake.input.tables)), threshold=snakemake.params.threshold,
     out_csv=snakemake.output.csv, out_md=snakemake.output.md)

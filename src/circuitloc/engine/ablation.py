@@ -13,12 +13,12 @@ from circuitloc import stats as S
 from circuitloc.engine.scan import Scanner
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.modelcard import ModelCard
+from circuitloc.plan.registry import parse_ablation  # noqa: F401
 from circuitloc.plan.vocab import (  # noqa: F401
     LAYER,
     QUERY,
     UNIT_LABEL,
     UNITS,
-    parse_ablation,
     unit_kind,
     unit_label,
 )

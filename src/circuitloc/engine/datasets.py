@@ -11,7 +11,7 @@ from circuitloc.engine.settings import JobSettings
 from circuitloc.errors import DatasetError
 from circuitloc.engine.select import scanner_for
 from circuitloc.models.load import load_engine, load_tokenizer
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.runner import log
 from circuitloc.tasks.common import pad_id
 from circuitloc.tasks.common import prompts as to_prompts
@@ -53,7 +53,7 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
 def build_shared(task_name: str, model: str, member_paths: dict, n_score: int, out_parquet, out_filter):
     """A family-shared condition's dataset for one model: the prompts of its base task that every
     model of the family has (the base task module's `shared_dataset`), from the members' datasets."""
-    base = vocab.base_task(task_name)
+    base = registry.base_task(task_name)
     frames = {m: io.read_parquet(p, (), f"{base.name} dataset") for m, p in member_paths.items()}
     df, counts = importlib.import_module(base.module).shared_dataset(model, frames, n_score)
     io.write_parquet(df, out_parquet)

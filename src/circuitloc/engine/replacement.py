@@ -23,7 +23,7 @@ import torch
 
 from circuitloc.engine.layout import hooked
 from circuitloc.engine.scan import Scanner
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.prompts import Prompts
 from circuitloc.tasks.registry import Task
 
@@ -175,7 +175,7 @@ class ReplacementContext:
 def builder(kind: str):
     """The replacement builder of an ablation kind, from its one registration (the vocabulary's
     KindSpec: "module:function"); None for a kind whose units output zero."""
-    path = vocab.kind(kind).builder
+    path = registry.kind(kind).builder
     if path is None:
         return None
     module, _, name = path.partition(":")

@@ -5,7 +5,7 @@ scoring prompts leave room for the rest."""
 from __future__ import annotations
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 
 
 def selected_tasks(tasks: dict) -> dict:
@@ -20,10 +20,10 @@ def check_task_names(tasks: dict, where: str = "tasks") -> None:
     task is not reported as a block lacking its required keys, or as an unknown key."""
     for name in tasks:
         try:
-            spec = vocab.task(name)
+            spec = registry.task(name)
         except ValueError:
             raise ConfigError(f"config: {where}.{name}: unknown task {name!r}: expected one of "
-                              f"{', '.join(vocab.own_tasks())} (a task of your own: its module in "
+                              f"{', '.join(registry.own_tasks())} (a task of your own: its module in "
                               f"task_modules)") from None
         if not spec.in_workflow or spec.base:
             raise ConfigError(f"config: {where}.{name}: not a task of its own (its settings are "

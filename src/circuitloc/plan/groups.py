@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.plan.resources import estimate, requested_keys
 from circuitloc.plan.views import (
     ablations,
@@ -113,7 +113,7 @@ def group_rule(config, stage, abls) -> str:
     (`scores__zero_mean__query`), so every rule can be found by its name."""
     if len(specificity_groups(config) if stage == "specificity" else ablation_groups(config)) == 1:
         return stage
-    kinds, units = zip(*map(vocab.parse_ablation, abls))
+    kinds, units = zip(*map(registry.parse_ablation, abls))
     return f"{stage}__{'_'.join(dict.fromkeys(kinds))}__{'_'.join(dict.fromkeys(units))}"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from circuitloc.plan import vocab
+from circuitloc.plan import builtin_tasks, registry
 from circuitloc.plan.checkpoints import checkpoint_files
 from circuitloc.plan.codehash import code_hash
 from circuitloc.plan.views import model_spec, task_config
@@ -34,11 +34,11 @@ def neutral_text(config, root) -> str:
 
 
 def dataset_inputs(config, root, wildcards) -> dict:
-    """Named files a dataset job reads (`vocab.dataset_inputs`: ioi: the 30 templates and a local
+    """Named files a dataset job reads (`registry.dataset_inputs`: ioi: the 30 templates and a local
     fahamu parquet, or the generator's four IOI files; facts: the facts file; induction: none). A
     fahamu file from the hub is fetched inside the job, never at DAG-build time."""
     cfg = task_config(config, wildcards.task, wildcards.model)
-    return vocab.dataset_inputs(wildcards.task, cfg, resource_path(root))
+    return registry.dataset_inputs(wildcards.task, cfg, resource_path(root))
 
 
 def stage_inputs(config, root, tasks):
@@ -47,7 +47,7 @@ def stage_inputs(config, root, tasks):
 
     def files(wildcards) -> dict:
         return {f"{t}__{k}": v for t in tasks
-                for k, v in vocab.dataset_inputs(t, task_config(config, t, wildcards.model), resource_path(root)).items()}
+                for k, v in registry.dataset_inputs(t, task_config(config, t, wildcards.model), resource_path(root)).items()}
 
     return files
 
@@ -61,8 +61,8 @@ def model_inputs(config, root, wildcards) -> dict:
         return {}
     recipe = spec.get("toy", {})
     ioi_dir = recipe.get("ioi_resources") or resource_path(root, "ioi")
-    out = {k: os.path.join(ioi_dir, os.path.basename(f)) for k, f in vocab.IOI_RESOURCES.items()}
-    out["facts"] = recipe.get("facts_path") or resource_path(root, vocab.FACTS_FILE)
+    out = {k: os.path.join(ioi_dir, os.path.basename(f)) for k, f in builtin_tasks.IOI_RESOURCES.items()}
+    out["facts"] = recipe.get("facts_path") or resource_path(root, builtin_tasks.FACTS_FILE)
     if recipe.get("checkpoint"):  # a stored toy: its files too (its held-out checks read the resources)
         out.update({f"checkpoint_{i}": f for i, f in enumerate(checkpoint_files(recipe["checkpoint"]))})
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from circuitloc.plan import vocab
+from circuitloc.plan import registry, vocab
 from circuitloc.plan.sweep import figure_sample
 from circuitloc.plan.views import (
     ablations,
@@ -53,7 +53,7 @@ def stability_entries(config, task) -> list[dict]:
                  "scores": f"results/scores/{task}/{m}/{a}.parquet",
                  "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
                  "dataset": f"results/data/{task}/{m}.parquet"}
-            if vocab.task(task).shared:
+            if registry.task(task).shared:
                 e["shared"] = f"results/scores/{st}/{m}/{a}.parquet" if st and m in models_for(config, st, a) else None
             out.append(e)
     return out
@@ -140,8 +140,8 @@ def sweep_layer_table(config, task, ablation) -> list[str]:
     """[the Table 1 of `ablation`'s kind under layer units] for a kv ablation whose layer twin has a
     sweep table, else []: a KV-1 toy's kv groups are its layers, compared with the MHA toy's layers
     (`report.sweep.paired`)."""
-    kind, unit = vocab.parse_ablation(ablation)
-    twin = vocab.ablation_name(kind, vocab.LAYER)
+    kind, unit = registry.parse_ablation(ablation)
+    twin = registry.ablation_name(kind, vocab.LAYER)
     return [f"results/tables/table1_{task}_{twin}.csv"] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
         else []
 

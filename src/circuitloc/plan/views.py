@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import re
 
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.plan.sweep import META as SWEEP_META
 
 # what a model's build does not depend on: its task and curve overrides, size hint, resources and
@@ -30,14 +30,14 @@ def sweep_models(config) -> list[str]:
 
 def tasks(config) -> list[str]:
     """The tasks the config asks for, built-in order first (each checked by the vocabulary)."""
-    return vocab.workflow_tasks(config["tasks"])
+    return registry.workflow_tasks(config["tasks"])
 
 
 def runs(config, model, task) -> bool:
     """Whether `model` is scored on `task` (a family-shared task: on its base): every model is,
     unless its own block leaves the task out with `models.<model>.tasks.<task>: null`."""
     own = model_spec(config, model).get("tasks") or {}
-    base = vocab.base_task(task).name
+    base = registry.base_task(task).name
     return not (base in own and own[base] is None)
 
 
@@ -63,7 +63,7 @@ def ablation_block(config, model=None) -> dict:
 def model_ablations(config, model) -> list[str]:
     """Every (kind, unit) this model is scored under, named kind-unit as in the paths."""
     b = ablation_block(config, model)
-    return [vocab.ablation_name(k, u) for k in b["kinds"] for u in b["units"]]
+    return [registry.ablation_name(k, u) for k in b["kinds"] for u in b["units"]]
 
 
 def ablations(config) -> list[str]:
@@ -96,7 +96,7 @@ def models_for(config, task, ablation=None) -> list[str]:
     only a new condition for families of two or more such models; for a family of one it would
     repeat the per-model run exactly, so those models are left out of it. With an ablation: only
     the models scored under it."""
-    shared = vocab.task(task).base is not None
+    shared = registry.task(task).base is not None
     out = [m for m in models(config) if runs(config, m, task)
            and (not shared or len(family_members(config, m, task)) > 1)]
     return [m for m in out if ablation is None or ablation in model_ablations(config, m)]
@@ -105,7 +105,7 @@ def models_for(config, task, ablation=None) -> list[str]:
 def shared_task(config, task) -> str | None:
     """The family-shared task of `task` (its spec's `shared`) when the config asks for it (the task's
     `shared` setting; on unless set false) and a family has two or more models; else None."""
-    shared = vocab.task(task).shared
+    shared = registry.task(task).shared
     if shared and config["tasks"][task].get("shared", True) and models_for(config, shared):
         return shared
     return None
@@ -114,7 +114,7 @@ def shared_task(config, task) -> str | None:
 def shared_members(config, task, model) -> list[str]:
     """The datasets a family-shared condition's dataset of `model` is made from: its base task's
     dataset of every model of the family scored on it, in the config's model order."""
-    base = vocab.base_task(task).name
+    base = registry.base_task(task).name
     return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model, task)]
 
 
@@ -148,7 +148,7 @@ def one_of(names) -> str:
 
 def task_config(config, task, model) -> dict:
     """The task's global settings with the model's own overrides on top (a shared task: its base's)."""
-    base = vocab.base_task(task).name
+    base = registry.base_task(task).name
     cfg = copy.deepcopy(config["tasks"][base])
     cfg.update((model_spec(config, model).get("tasks") or {}).get(base) or {})
     return cfg
@@ -163,13 +163,13 @@ def dataset_config(config, task, model) -> dict:
 def task_metric(config, task) -> str | None:
     """The metric that damage, rankings and curves use (config `tasks.<task>.metric`); None for a
     task that names none (its spec's default). One for every model: a table compares models on it."""
-    return config["tasks"].get(vocab.base_task(task).name, {}).get("metric")
+    return config["tasks"].get(registry.base_task(task).name, {}).get("metric")
 
 
 def min_heldout(config, task) -> int:
     """The fewest held-out curve prompts a damage percentage may rest on: config
     `curves.min_heldout.<task>`, else the task spec's own."""
-    return int(config["curves"].get("min_heldout", {}).get(task, vocab.task(task).min_heldout))
+    return int(config["curves"].get("min_heldout", {}).get(task, registry.task(task).min_heldout))
 
 
 def curve_config(config, task, model) -> dict:

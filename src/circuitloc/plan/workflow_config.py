@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.plan.checks import (
     check_run_wide_task_keys,
     check_sizes,
@@ -62,7 +62,7 @@ def register_task_modules(names) -> None:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return
     try:
-        vocab.load_task_modules(names)
+        registry.load_task_modules(names)
     except ImportError as e:
         raise ConfigError(f"config: task_modules: cannot import {e.name or ''!r} ({e})") from None
     except ValueError as e:
@@ -111,5 +111,5 @@ def prepare(config: dict, workflow, root) -> dict:
                           as_module=not workflow.modifier.is_main_snakefile()), root)
     config.clear()
     config.update(cfg)
-    os.environ[vocab.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))
+    os.environ[registry.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))
     return config

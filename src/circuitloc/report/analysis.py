@@ -10,8 +10,8 @@ from circuitloc import metrics as M
 from circuitloc import stats as S
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
-from circuitloc.plan import vocab
-from circuitloc.plan.vocab import parse_ablation
+from circuitloc.plan import registry, vocab
+from circuitloc.plan.registry import parse_ablation
 from circuitloc.report.tables import top_head_measure
 
 # -- stability ---------------------------------------------------------------------------
@@ -36,7 +36,7 @@ def splits(task: str, per_prompt: pl.DataFrame, dataset: pl.DataFrame) -> list[t
     (`vocab.Split`); b is ~a."""
     rows = dataset[per_prompt["row"].to_numpy()]
     out = []
-    for sp in vocab.task(task).splits:
+    for sp in registry.task(task).splits:
         if sp.by == "column":
             out.append((sp.name, sp.a, sp.b, rows[sp.column].to_numpy() == sp.value))
         elif sp.by == "clean":
@@ -53,7 +53,7 @@ def splits(task: str, per_prompt: pl.DataFrame, dataset: pl.DataFrame) -> list[t
 def stability_rows(task: str, model: str, attention: str, ablation: str, per_prompt: pl.DataFrame,
                    dataset: pl.DataFrame):
     """Rows of the stability table and the two conditions' unit drops (for the figure)."""
-    t = vocab.task(task)
+    t = registry.task(task)
     rows, maps = [], []
     for split, a, b, mask in splits(task, per_prompt, dataset):
         base = {"task": task, "model": model, "attention": attention, "ablation": ablation, "split": split,
@@ -172,7 +172,7 @@ def robustness(table1s: dict) -> pl.DataFrame:
     for (task, ablation), t in table1s.items():
         kind, unit = parse_ablation(ablation)
         base = {"task": task, "kind": kind, "unit": unit}
-        query = table1s.get((task, vocab.ablation_name(kind, vocab.QUERY)))
+        query = table1s.get((task, registry.ablation_name(kind, vocab.QUERY)))
         if unit == vocab.KV and query is not None:  # an MHA model's kv group is its query head: same scores
             extra = query.filter((pl.col("attention") == "mha") & ~pl.col("model").is_in(t["model"].to_list()))
             t = pl.concat([t, extra], how="diagonal_relaxed")

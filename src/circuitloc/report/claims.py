@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from circuitloc.metrics import heads_to_name
 from circuitloc.plan.targets import CLAIM_TABLES
 from circuitloc.report.claims_pairing import Run
 from circuitloc.report.paper_tables import as_float, pct
@@ -24,7 +25,15 @@ IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.tar
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
 TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
 CONTROL_HARMLESS = 5.0  # "no damage": random units' mean drop below 5% of the clean metric
-COUNT_NO_INTERVAL = "no interval: heads-to-80% is a count read off one greedy curve, which the tables do not bootstrap"
+
+
+def _pct(run: Run) -> str:
+    """The run's curve threshold as the claims word it: '80%' at 0.8."""
+    return f"{100 * float(run.threshold):g}%"
+
+
+def _no_interval(run: Run) -> str:
+    return f"no interval: heads-to-{_pct(run)} is a count read off one greedy curve, which the tables do not bootstrap"
 
 
 def _row(df: pl.DataFrame | None, model: str) -> dict | None:
@@ -34,12 +43,14 @@ def _row(df: pl.DataFrame | None, model: str) -> dict | None:
     return hit.row(0, named=True) if hit.height else None
 
 
-def _heads_to(row: dict) -> tuple[float, bool] | None:
-    """(greedy heads-to-80%, bounded) of a Table 1 row, or None where the damage is not defined."""
-    v = as_float(row.get("heads_to_80_greedy"))
+def _heads_to(row: dict, threshold: float) -> tuple[float, bool] | None:
+    """(greedy heads-to-threshold at the run's threshold, bounded) of a Table 1 row, or None where the
+    damage is not defined."""
+    name = heads_to_name(threshold, "greedy")
+    v = as_float(row.get(name))
     if math.isnan(v) or row.get("damage_ok") in (False, "False"):
         return None
-    return v, row.get("heads_to_80_greedy_bounded") in (True, "True")
+    return v, row.get(f"{name}_bounded") in (True, "True")
 
 
 def _label(v: float, bounded: bool) -> str:
@@ -73,16 +84,16 @@ def _missing(run: Run, *names) -> str | None:
 
 
 def _judged(run: Run, attention: str, table: str) -> tuple[dict, str]:
-    """(model -> (heads-to-80%, bounded), a note naming the models of that attention type left out)
+    """(model -> (heads-to-threshold, bounded), a note naming the models of that attention type left out)
     over the run's pretrained models of one attention type."""
     models = run.pretrained(attention)
-    found = {m: h for m in models if (r := _row(run.table(table), m)) and (h := _heads_to(r))}
+    found = {m: h for m in models if (r := _row(run.table(table), m)) and (h := _heads_to(r, run.threshold))}
     gone = [m for m in models if m not in found]
     return found, (f"; left out (no row, or the clean value not above its floor): {', '.join(gone)}" if gone else "")
 
 
 def _count_claim(run: Run, claim: Claim, attention: str, accept) -> dict:
-    """A heads-to-80% claim on every pretrained model of one attention type: `accept(count)` per model."""
+    """A heads-to-threshold claim on every pretrained model of one attention type: `accept(count)` per model."""
     if (why := _missing(run, IOI_T1)) or not run.pretrained(attention):
         return _untestable(claim.cid, claim.text, why or f"no pretrained {attention.upper()} model in this run")
     found, gone = _judged(run, attention, IOI_T1)
@@ -91,18 +102,18 @@ def _count_claim(run: Run, claim: Claim, attention: str, accept) -> dict:
                                                   f"lies above its floor{gone}")
     ok = all(accept(v) and not b for v, b in found.values())
     return Claim(claim.cid, claim.text, list(found), "; ".join(f"{m}: {_label(*h)}" for m, h in found.items()), "",
-                 HOLDS if ok else FAILS, f"{claim.reason}{gone}; {COUNT_NO_INTERVAL}").row()
+                 HOLDS if ok else FAILS, f"{claim.reason}{gone}; {_no_interval(run)}").row()
 
 
 def gqa_one_unit(run: Run) -> dict:
-    text = ("One ablation gives 80% IOI damage in every pretrained GQA model of this run (the paper: every "
+    text = (f"One ablation gives {_pct(run)} IOI damage in every pretrained GQA model of this run (the paper: every "
             "Qwen2.5, 0.5B-7B; greedy, zero ablation of query heads)")
     return _count_claim(run, Claim("ioi_gqa_one_unit", text, reason="judged on every pretrained GQA model: "
                                    "each must need exactly 1"), "gqa", lambda v: v == 1)
 
 
 def mha_two_to_five(run: Run) -> dict:
-    text = ("Every pretrained MHA model of this run needs 2-5 heads for 80% IOI damage (the paper: Pythia "
+    text = (f"Every pretrained MHA model of this run needs 2-5 heads for {_pct(run)} IOI damage (the paper: Pythia "
             "160M-6.9B; greedy, zero ablation)")
     return _count_claim(run, Claim("ioi_mha_two_to_five", text, reason="judged on every pretrained MHA model "
                                    "(a toy MHA model is not one of the paper's): each must need 2-5"),
@@ -256,7 +267,7 @@ def facts_bottleneck(run: Run) -> dict:
     cid = "facts_gqa_bottleneck"
     if why := _missing(run, FACTS_T1):
         return _untestable(cid, text, why)
-    fams = _by_family(run, run.table(FACTS_T1), "gqa", lambda m, r: _heads_to(r))
+    fams = _by_family(run, run.table(FACTS_T1), "gqa", lambda m, r: _heads_to(r, run.threshold))
     if not fams:
         return _untestable(cid, text, "needs two or more sizes of one pretrained GQA family")
     parts, ok = [], True
@@ -264,8 +275,8 @@ def facts_bottleneck(run: Run) -> dict:
         ok &= v[-1][1] == (1.0, False) and v[0][1] != (1.0, False)
         parts.append(f"{fam}: " + " -> ".join(f"{m} {_label(*h)}" for _, h, m in v))
     return Claim(cid, text, [m for v in fams.values() for _, _, m in v], "; ".join(parts), "",
-                 HOLDS if ok else FAILS, "greedy heads-to-80% of the facts metric from the smallest to the largest; "
-                                         + COUNT_NO_INTERVAL).row()
+                 HOLDS if ok else FAILS, f"greedy heads-to-{_pct(run)} of the facts metric from the smallest to the "
+                                         "largest; " + _no_interval(run)).row()
 
 
 CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_head_necessary,

@@ -75,9 +75,11 @@ def scale_pairs(cards: dict) -> tuple[list[Pair], list[str]]:
 
 @dataclass(frozen=True)
 class Run:
-    """What the claims read: tables by name (polars frames; a missing one is None) and the cards."""
+    """What the claims read: tables by name (polars frames; a missing one is None), the cards, and the
+    run's curve threshold (config curves.threshold: which heads-to columns the claims read)."""
     tables: dict
     cards: dict
+    threshold: float
 
     def table(self, name: str) -> pl.DataFrame | None:
         return self.tables.get(name)

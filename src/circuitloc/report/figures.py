@@ -6,7 +6,7 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.report import plots, scale_plots
 from circuitloc.report.jobs import FigureFiles, TableJob
 
@@ -29,7 +29,7 @@ def fig_heatmap(job: TableJob, scores: dict, out: FigureFiles, note: str = ""):
     """Figure 1: layer x head maps of single-unit drops (and, for induction, attention to B).
     `note`: a second title line (a sweep's figure shows a sample of its models)."""
 
-    rows = list(vocab.task(job.task).heatmap)  # induction: the attention to B beside the drops
+    rows = list(registry.task(job.task).heatmap)  # induction: the attention to B beside the drops
     data = {m: io.read_parquet(p) for m, p in scores.items()}
     save(plots.heatmaps(data, rows=rows, title=_noted(f"{job.task}: single-unit {job.ablation} ablation", note)),
          out.png, out.pdf)
@@ -40,11 +40,11 @@ def fig_curves(job: TableJob, cards: dict, curves: dict, out: FigureFiles, note:
     threshold marked (`note`: as for fig_heatmap)."""
 
     data = {m: io.read_parquet(p) for m, p in curves.items()}
-    save(plots.curves(data, {m: ModelCard.read(p) for m, p in cards.items()}, "ranked", job.threshold,
+    save(plots.curves(data, {m: ModelCard.read(p) for m, p in cards.items()}, job.threshold, "ranked",
                       title=_noted(f"{job.task}: cumulative {job.ablation} ablation (ranked)", note)), out.png, out.pdf)
 
 
-def fig_scale(tables: dict, png, pdf, ablation: str = "", threshold: float = 0.8):
+def fig_scale(tables: dict, png, pdf, threshold: float, ablation: str = ""):
     """Top head score and heads-to-threshold against parameter count, a column per task (Table 1
     CSVs, read as they are: count and bounded flag, no label to parse back)."""
 

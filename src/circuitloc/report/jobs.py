@@ -13,18 +13,20 @@ from circuitloc.plan.vocab import ZERO
 @dataclass(frozen=True)
 class TableJob:
     """What a table or figure job of one task and ablation is told by its rule: `threshold` (config
-    curves.threshold: heads-to-threshold) and `min_heldout` (the task's curves.min_heldout: fewer
-    held-out prompts carry no damage percentage)."""
+    curves.threshold: heads-to-threshold; None for a job that reads no heads-to, which then fails
+    loudly if it asks) and `min_heldout` (the task's curves.min_heldout: fewer held-out prompts carry
+    no damage percentage)."""
 
     task: str
     ablation: str
-    threshold: float = 0.8
+    threshold: float | None = None
     min_heldout: int = 0
 
     @classmethod
     def from_rule(cls, wildcards, params: dict, ablation: str | None = None) -> TableJob:
         """`ablation`: one of a per-task job's ablations (its rule has no ablation wildcard)."""
-        return cls(wildcards.task, ablation or wildcards.ablation, float(params.get("threshold", 0.8)),
+        threshold = params.get("threshold")
+        return cls(wildcards.task, ablation or wildcards.ablation, None if threshold is None else float(threshold),
                    int(params.get("min_heldout") or 0))
 
 

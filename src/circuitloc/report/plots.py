@@ -95,7 +95,7 @@ def heatmaps(scores: dict, value: str = "drop", title: str = "", cbar_label: str
     return fig
 
 
-def curves(curves: dict, cards: dict, method: str = "ranked", threshold: float = 0.8, title: str = ""):
+def curves(curves: dict, cards: dict, threshold: float, method: str = "ranked", title: str = ""):
     """Damage vs units ablated, one line per model, one panel per attention type (MHA first).
     Colour and marker per family and attention type (`style`); models of one family and attention
     type differ by line style, smallest first (solid)."""

@@ -34,7 +34,7 @@ def _heads_to(df: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
     return vals, cens
 
 
-def scale(table1s: dict, title: str = "", threshold: float = 0.8):
+def scale(table1s: dict, threshold: float, title: str = ""):
     """Top head score and heads-to-80% against parameter count, a column per task; one line per
     family and attention type (the toy pair is two points of one size: MHA and GQA), one colour and
     marker each (`style`) in every panel, one legend for the figure. Both rows start at 0 and share
@@ -154,7 +154,7 @@ def _group_label(ratio: int, kvs: set) -> str:
     return f"{ratio}\n{kind}"
 
 
-def sweep(summary, per_model, title: str = "", threshold: float = 0.8):
+def sweep(summary, per_model, threshold: float, title: str = ""):
     """Top head score and heads-to-80% (ranked: count and fraction; greedy: fraction, when drawn)
     against the number of query heads per KV head (1 = MHA on the left; sizes with different head
     counts share the axis), one line per size, seeds as dots (only the toys each row uses). Top

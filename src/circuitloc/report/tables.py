@@ -13,14 +13,14 @@ from circuitloc import metrics as M
 from circuitloc import sufficiency as SF
 from circuitloc.io import frame
 from circuitloc.metrics import rank
-from circuitloc.plan import vocab
+from circuitloc.plan import registry, vocab
 from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
 
 
 def measure(task: str, frame: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
     """(the task's spec, the metric a scores or curve table was computed with (its `metric`
     column, checked against the task's metrics), the task's other metrics)."""
-    spec = vocab.task(task)
+    spec = registry.task(task)
     name = spec.metric(str(frame["metric"][0]))
     return spec, name, tuple(m for m in spec.metrics if m != name)
 
@@ -60,7 +60,7 @@ def _curve_prompts(c: pl.DataFrame) -> str:
     return str(c["prompts"][0])
 
 
-def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float = 0.8,
+def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
            min_heldout: int = 0) -> pl.DataFrame:
     """Per model: the top unit and its score on the scoring prompts (in-sample: those prompts also
     selected it), the same unit's score on the curve prompts (`_heldout`: the ranked curve's first

@@ -8,7 +8,7 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan import vocab
+from circuitloc.plan import registry
 from circuitloc.report import analysis as AN
 from circuitloc.report import claims as CL
 from circuitloc.report import sweep as SW
@@ -63,7 +63,7 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
     rows, panels = [], []
     for e in entries:
         e = {**e, "attention": ModelCard.read(e["card"]).attention}
-        if vocab.task(task).shared:  # the model's own prompts vs those its whole family knows
+        if registry.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
                              "split": AN.SHARED_SPLIT,
@@ -107,7 +107,7 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
     summary = SW.summarize(pm, ci)
-    kind, unit = vocab.parse_ablation(ablation)
+    kind, unit = registry.parse_ablation(ablation)
     pairs = paired(pm, stats, unit, layers, kind)
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
@@ -147,10 +147,11 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
                 "same comparison says under each ablation kind, and the kinds that agree with the primary one")
 
 
-def write_claims(cards: dict, tables: dict, out_csv, out_md) -> pl.DataFrame:
+def write_claims(cards: dict, tables: dict, threshold: float, out_csv, out_md) -> pl.DataFrame:
     """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
-    table the run does not make is simply absent)."""
-    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: ModelCard.read(p) for m, p in cards.items()})
+    table the run does not make is simply absent), at the run's curve threshold."""
+    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: ModelCard.read(p) for m, p in cards.items()},
+                 float(threshold))
     df = CL.claims(run)
     write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
     return df

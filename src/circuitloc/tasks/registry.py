@@ -1,4 +1,4 @@
-"""A task is its spec (circuitloc.plan.vocab: names, columns, floors, splits, as data) plus its module's
+"""A task is its spec (circuitloc.plan.vocab.TaskSpec: names, columns, floors, splits, as data) plus its module's
 behaviour. The interface a task module offers:
 
 - `METRICS`: {metric name: fn(last_logits, batch) -> per-prompt values} for every name in the spec;
@@ -22,7 +22,7 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan import vocab
+from circuitloc.plan import registry, vocab
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,9 @@ class Task:
 def task_of(name: str, metric: str | None = None) -> Task:
     """The task `name` ranked on `metric` (config `tasks.<task>.metric`; None: the spec's default);
     its other metrics are computed beside it (`extra`). A metric the task lacks is an error."""
-    spec = vocab.task(name)
+    spec = registry.task(name)
     chosen = spec.metric(metric)
-    module = importlib.import_module(vocab.base_task(name).module)
+    module = importlib.import_module(registry.base_task(name).module)
     metrics = module.METRICS
     missing = [m for m in spec.metrics if m not in metrics]
     if missing:
@@ -88,14 +88,14 @@ def unit_columns(task: Task, job) -> pl.DataFrame | None:
 
 def dataset_columns(task_name: str) -> tuple:
     """The columns a score or curve job reads from a task's dataset."""
-    spec = vocab.task(task_name)
+    spec = registry.task(task_name)
     return ("input_ids", "score", *spec.fields, *spec.job_columns)
 
 
 def build_dataset(task_name: str, tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context):
     """A task's dataset for one model, with its scoring rows marked: (rows, counts of what each
     filter removed). `context`: inputs, form and last_logits (see the module docstring)."""
-    spec = vocab.task(task_name)
+    spec = registry.task(task_name)
     if not spec.in_workflow or spec.base:
         raise DatasetError(f"task {task_name!r} has no dataset builder of its own")
     module = importlib.import_module(spec.module)
