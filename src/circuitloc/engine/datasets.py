@@ -42,7 +42,8 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
 
     limit = context_limit(card["path"])
     df, counts = task_dataset(task_name, tok, card["prepend_bos"], cfg, job.seed, inputs=inputs,
-                              form=card.get("facts_form", "natural"), last_logits=last_logits, context_len=limit)
+                              form=card.get("facts_form", "natural"), last_logits=last_logits, context_len=limit,
+                              model=card["name"])
     n = len(df)  # a task module that did not drop them itself: dropped here, the scoring rows marked again
     df = drop_over_context(df, limit, counts, f"{task_name}/{card['name']}")
     if len(df) < n and "score" in df.columns and cfg.get("n_score") is not None:
