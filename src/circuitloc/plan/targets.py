@@ -231,9 +231,8 @@ def all_outputs(config) -> list[str]:
 
 
 def cost_inputs(config) -> list[str]:
-    """What the cost job waits for: every other target of the run (the intermediates come before
-    the tables anyway)."""
-    return _tables_and_figures(config) + [CLAIMS, LANDING]
+    """What the cost job waits for: every other target of the run."""
+    return [f for f in all_outputs(config) if f not in (COST, REPORT)]
 
 
 def report_inputs(config) -> list[str]:
