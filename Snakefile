@@ -54,7 +54,11 @@ _STARTED = time.time()
 # the run that makes the cost table only: Snakemake's lock lets one run at a time make it, so a
 # concurrent run on other targets never replaces its record.
 onstart:
+    from circuitloc.plan.command import record as record_command
     from circuitloc.plan.dag import record_dag
+
+    # the user's command, for the jobs' recovery hints (circuitloc.plan.command)
+    record_command(sys.argv, workflow.dag_settings.targets, workflow.workdir_init)
 
     if any(j.rule.name == "cost" for j in workflow.dag.needrun_jobs()):
         record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"))

@@ -76,6 +76,17 @@ def test_specificity_verdict():
     assert specificity_verdict([0.3, 0.1], 0.01) == "partly shared"
 
 
+def test_specificity_of_a_run_of_one_task_is_not_testable():
+    """No other task measured (an IOI-only run): nothing says the unit is specific to its task;
+    harm to plain text is still a finding."""
+    nan = float("nan")
+    assert specificity_verdict([], nan) == "not testable (no other task measured)"
+    assert specificity_verdict([nan], 0.01) == "not testable (no other task measured)"
+    assert specificity_verdict([], 0.4) == "breaks other tasks"
+    assert specificity_verdict([], 0.04, intervals=([], (0.0, 0.1))) == \
+        "unclear (not testable (no other task measured) or partly shared)"
+
+
 def test_stability_splits_find_a_planted_difference():
     """Unit u0 matters only on ABBA prompts, u1 only on BABA: the split sees different top units."""
     n = 8

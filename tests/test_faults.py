@@ -4,6 +4,7 @@ and a failed job's reason is printed on the console."""
 import contextlib
 import io as stdio
 import json
+import os
 
 import polars as pl
 import pytest
@@ -220,3 +221,19 @@ def test_ctrl_c_is_reported_as_an_interruption_not_a_failure(tmp_path):
                      ("circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
                       "rerun the same command to go on")]
     assert "the run was interrupted" in out.getvalue() and "why the run failed" not in out.getvalue()
+
+
+def test_a_full_disk_is_said_last(tmp_path, monkeypatch):
+    """A full disk fails Snakemake's own records, with no job log saying why: the summary says it."""
+    import collections
+    import shutil
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 4096, 4096))
+    smk_log = tmp_path / "snakemake.log"
+    smk_log.write_text("OSError: [Errno 28] No space left on device: '.snakemake/metadata/x'\n")
+    out = stdio.StringIO()
+    lines = explain_failures([str(smk_log)], tmp_path / "results" / "logs", since=None, stream=out)
+    assert lines == [f"circuitloc: the disk of {os.path.abspath('.')} is full (4096 bytes free): no partial result was "
+                     "kept; free space, then rerun the same command"]
+    assert "why the run failed" in out.getvalue()

@@ -51,3 +51,25 @@ def test_the_rebuild_hint_names_the_run_directory_where_the_run_used_one(tmp_pat
     monkeypatch.chdir(run)
     assert io.rebuild_hint("results/data/ioi/m.parquet") == plain.replace(
         "--forcerun", f"--directory '{run}' --forcerun")
+
+
+@pytest.mark.parametrize("suffix", ["pdf", "png"])
+def test_two_saves_of_a_figure_are_byte_identical(tmp_path, suffix):
+    """A figure saved twice, a second apart (a PDF's creation date has one-second resolution):
+    the same bytes, so two runs' figures are."""
+    import time
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from circuitloc.io import save_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [2, 0, 1])
+    save_figure(fig, tmp_path / f"a.{suffix}")
+    time.sleep(1.1)
+    save_figure(fig, tmp_path / f"b.{suffix}")
+    plt.close(fig)
+    assert (tmp_path / f"a.{suffix}").read_bytes() == (tmp_path / f"b.{suffix}").read_bytes()

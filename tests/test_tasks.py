@@ -374,3 +374,19 @@ def test_unknown_tokens_default_is_drop_run_wide_only():
     assert cfg["models"][model]["tasks"]["ioi"] == {"n_curve": 5}
     with pytest.raises(DatasetError, match="unknown_tokens must be one of drop, keep"):
         ioi.candidates(ioi.generate(4, 0), word_tokenizer(), True, "skip")
+
+
+def test_no_name_of_one_token_names_the_names_file_and_the_model(tmp_path):
+    """Every name splits in this tokenizer: the error says which file's names, for which model."""
+    import shutil
+
+    from circuitloc.tasks.ioi_templates import RESOURCES
+
+    res = tmp_path / "ioi"
+    shutil.copytree(RESOURCES, res)
+    (res / "names.txt").write_text("Bartholomew\nZebedee\nMelchizedek\n")
+    inputs = {f"ioi_{k}": str(res / f"{k}.txt") for k in ("templates", "names", "places", "objects")}
+    cfg = {"source": {"kind": "generate"}, "n": 10, "n_score": 2, "unknown_tokens": "keep"}
+    with pytest.raises(DatasetError, match=rf"^{res / 'names.txt'}, model tinyq: no IOI sentence survives the "
+                                           r"dropped_multitoken_name filter"):
+        ioi.build_dataset(word_tokenizer(), True, cfg, 0, inputs=inputs, model="tinyq")

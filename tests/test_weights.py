@@ -4,6 +4,8 @@ corrupt weights file with one line naming it and saying how to get it back."""
 
 import hashlib
 import itertools
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -86,7 +88,7 @@ def test_truncated_weights_are_one_line_naming_the_file(own_copy):
         load_engine(card)
     msg = str(e.value)
     assert "\n" not in msg and str(weights) in msg and f"{size - 1000} bytes" in msg and str(size) in msg
-    assert "snakemake --forcerun results/models/mine/card.json" in msg
+    assert "snakemake results/models/mine/card.json --cores all --forcerun results/models/mine/card.json" in msg
 
 
 def test_a_flipped_byte_is_refused_with_both_hashes(own_copy):
@@ -115,9 +117,39 @@ def test_each_source_says_how_to_get_its_weights_back(tmp_path):
     f.write_bytes(b"short")
     files = {"model.safetensors": {"bytes": 99, "sha256": "0" * 64}}
     base = {"path": str(tmp_path), "weights": {"files": files}}
-    with pytest.raises(ModelSourceError, match=r"'g': .*snakemake --forcerun results/models/g/card\.json$"):
+    card = r"results/models/g/card\.json"
+    with pytest.raises(ModelSourceError, match=rf"'g': .*snakemake {card} --cores all --forcerun {card} .*then rerun"):
         check_weights(model_card(**base, name="g", source="gguf"))
     hub = model_card(**base, name="h", source="hf", hf="org/tiny", revision="1" * 40)
     with pytest.raises(ModelSourceError, match=rf"hf download org/tiny --revision {'1' * 40} --force-download$"):
         check_weights(hub)
     check_weights(model_card(name="mem", path=str(tmp_path), source="toy"))  # built in memory, no record: not checked
+
+
+@pytest.mark.parametrize("weights_layers, config_layers, what", [(2, 3, "the weights lack"),
+                                                                  (3, 2, "config.json has no place for")])
+def test_weights_that_do_not_match_config_json_are_refused(tmp_path, weights_layers, config_layers, what):
+    """transformers fills a tensor the weights lack with random values and skips one config.json
+    has no place for; either is one error naming the directory and the first such tensor."""
+    from helpers import tiny_model, word_tokenizer
+
+    from circuitloc.models.load import load_hf
+
+    tok = word_tokenizer()
+    model = tiny_model("qwen_gqa", len(tok))
+    keep = [layer for i, layer in enumerate(model.model.layers) if i < weights_layers]
+    model.model.layers = type(model.model.layers)(keep)
+    model.config.num_hidden_layers = weights_layers
+    model.config.layer_types = model.config.layer_types[:weights_layers] if model.config.layer_types else None
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    load_hf(str(tmp_path))  # weights and config agree: loads
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["num_hidden_layers"] = config_layers
+    if cfg.get("layer_types"):
+        cfg["layer_types"] = (cfg["layer_types"] * 3)[:config_layers]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    first = f"model.layers.{min(weights_layers, config_layers)}."
+    with pytest.raises(ModelSourceError, match=rf"^{tmp_path}: weights do not match its config.json: {what} "
+                                               rf"\d+ tensor\(s\), the first {re.escape(first)}"):
+        load_hf(str(tmp_path))

@@ -95,6 +95,9 @@ def write_csv(df, path) -> None:
 
 
 def save_figure(fig, path) -> None:
-    """Save PNG (and a PDF sibling when the path asks for .pdf too) atomically."""
+    """Save PNG (and a PDF sibling when the path asks for .pdf too) atomically. A PDF is
+    written without its creation date, so that two runs' figures are the same bytes."""
+    fmt = Path(path).suffix.lstrip(".")
+    undated = {"CreationDate": None} if fmt == "pdf" else None
     with writing(path), atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=150, bbox_inches="tight", format=Path(path).suffix.lstrip("."))
+        fig.savefig(tmp, dpi=150, bbox_inches="tight", format=fmt, metadata=undated)

@@ -211,7 +211,8 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
     [(lo, hi)] in the order of off_task_damage, neutral-rise interval (lo, hi)); with them a
     comparison with a cut is decided only when the interval lies on one side of it, and a verdict
     that hangs on an undecided one is 'unclear (a or b)', naming the verdicts it could be (a
-    damage of 0.5084 against the 0.5 cut, with an interval 0.2 wide, decides nothing)."""
+    damage of 0.5084 against the 0.5 cut, with an interval 0.2 wide, decides nothing). With no
+    other task measured, 'specific' is NOT_TESTABLE."""
     pairs = [(d, None if intervals is None else intervals[0][i]) for i, d in enumerate(off_task_damage)]
     off = [(d, iv) for d, iv in pairs if np.isfinite(d)]
     rise_iv = None if intervals is None else intervals[1]
@@ -226,13 +227,17 @@ def specificity_verdict(off_task_damage: list[float], neutral_rise: float, speci
         for j, i in enumerate(open_):
             k[i] = bool((bits >> j) & 1)
         v = _specificity_of(k, len(off), np.isfinite(neutral_rise))
+        v = NOT_TESTABLE if v == "specific" and not off else v  # a run of one task: no other task measured
         if v not in verdicts:
             verdicts.append(v)
-    verdicts.sort(key=SPECIFICITY_ORDER.index)
+    verdicts.sort(key=lambda v: SPECIFICITY_ORDER.index("specific" if v == NOT_TESTABLE else v))
     return verdicts[0] if len(verdicts) == 1 else f"unclear ({' or '.join(verdicts)})"
 
 
 SPECIFICITY_ORDER = ("specific", "partly shared", "breaks other tasks", "breaks everything")
+# no other task measured (a run of one task): a unit that leaves plain text alone was not tested on
+# other tasks, not found specific to its own; one that harms plain text still says so
+NOT_TESTABLE = "not testable (no other task measured)"
 
 
 def _specificity_of(k: list, n_off: int, has_neutral: bool) -> str:

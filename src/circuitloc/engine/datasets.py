@@ -4,6 +4,8 @@ counts each filter removed, and the datasets of family-shared conditions."""
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 from circuitloc import io
 from circuitloc.engine.job import engine_label
@@ -13,7 +15,7 @@ from circuitloc.engine.select import scanner_for
 from circuitloc.models.load import load_engine, load_tokenizer
 from circuitloc.plan import registry
 from circuitloc.runner import log
-from circuitloc.tasks.common import pad_id
+from circuitloc.tasks.common import drop_over_context, mark_scoring, pad_id
 from circuitloc.tasks.common import prompts as to_prompts
 from circuitloc.tasks.registry import build_dataset as task_dataset
 from circuitloc.tasks.registry import task_of
@@ -39,8 +41,15 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
         scanner.label = engine_label(card, task_name, engine=scanner.engine)
         return scanner.last_logits(to_prompts(rows, task_of(task_name), pad_id(tok)))
 
+    limit = context_limit(card.path)
     df, counts = task_dataset(task_name, tok, card.prepend_bos, cfg, job.seed, inputs=inputs,
-                              form=card.facts_form, last_logits=last_logits)
+                              form=card.facts_form, last_logits=last_logits, context_len=limit,
+                              model=card.name)
+    n = len(df)  # a task module that did not drop them itself: dropped here, the scoring rows marked again
+    df = drop_over_context(df, limit, counts, f"{task_name}/{card.name}")
+    if len(df) < n and "score" in df.columns and cfg.get("n_score") is not None:
+        df = mark_scoring(df, int(cfg["n_score"]))
+        counts["kept"] = len(df)
     if len(df) == 0:
         raise DatasetError(f"{task_name}/{card.name}: no rows survive the filters: {counts}")
     if len(df) < int(cfg.get("n", 0) or 0):
@@ -48,6 +57,19 @@ def build_dataset(job: JobSettings, cfg: dict, inputs: dict | None, out_parquet,
     io.write_parquet(df, out_parquet)
     io.write_json({"task": task_name, "model": card.name, **counts}, out_filter)
     log.info("%s/%s: %s", task_name, card.name, counts)
+
+
+def context_limit(path) -> int | None:
+    """The most positions the model at `path` takes, from its config.json (None where it names none)."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len"):
+        for block in (cfg, cfg.get("text_config") or {}):
+            if isinstance(block.get(key), int) and block[key] > 0:
+                return int(block[key])
+    return None
 
 
 def build_shared(task_name: str, model: str, member_paths: dict, n_score: int, out_parquet, out_filter):

@@ -96,11 +96,21 @@ def _restore_hint(card: ModelCard) -> str:
     cache's or the user's directory."""
     card_path = f"results/models/{card.name}/card.json"
     if card.source != "hf":
-        return f"rebuild the model and what follows from it: snakemake --forcerun {card_path}"
+        return _rebuild_card(card_path)
     if card.revision:
         return (f"fetch it again with the same HF_HOME: hf download {card.hf} --revision {card.revision} "
                 "--force-download")
-    return f"the directory changed since the card was built: restore it, or rebuild: snakemake --forcerun {card_path}"
+    return f"the directory changed since the card was built: restore it, or {_rebuild_card(card_path)}"
+
+
+def _rebuild_card(card_path: str) -> str:
+    """The command that rebuilds a model's card and weights alone, as the user typed theirs
+    (circuitloc.plan.command): a rebuilt card is byte-identical, so what was made from it stands;
+    the same command as before then remakes any file a failed job removed."""
+    from circuitloc.plan.command import rerun
+
+    cmd = rerun(card_path) or f"snakemake {card_path} --cores all --forcerun {card_path} (with the run's --configfile)"
+    return f"rebuild the model alone: {cmd}; then rerun your command"
 
 
 def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
@@ -108,13 +118,29 @@ def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
 
     tokenizer = load_tokenizer(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
+        model, info = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager",
+                                                           output_loading_info=True)
     except Exception as e:
         bad = _unreadable_weights(path)
         if bad is None:
             raise
         raise ModelSourceError(bad) from e
+    _check_loading_info(path, info)
     return model.to(device).eval(), tokenizer
+
+
+def _check_loading_info(path: str, info: dict) -> None:
+    """Weights that do not fit config.json are refused, not run: transformers fills a tensor the
+    weights lack with random values (a 3-layer config on 2-layer weights scores a random layer)
+    and skips one the config lacks (its third layer ignored), and says so on the console only.
+    One line naming the directory and the first mismatched tensor."""
+    for key, what in (("missing_keys", "the weights lack"), ("unexpected_keys", "config.json has no place for"),
+                      ("mismatched_keys", "the weights have another shape for")):
+        keys = sorted(info.get(key) or ())
+        if keys:
+            first = keys[0][0] if isinstance(keys[0], tuple) else keys[0]
+            raise ModelSourceError(f"{path}: weights do not match its config.json: {what} {len(keys)} tensor(s), "
+                                   f"the first {first}; restore the directory's weights or config.json")
 
 
 def _unreadable_weights(path: str) -> str | None:

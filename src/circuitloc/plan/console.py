@@ -108,6 +108,9 @@ def explain_failures(snakemake_logs, log_root="results/logs", since: float | Non
     stream = stream or sys.stderr
     stopped = user_stopped(snakemake_logs)
     lines = [_job_line(p, rule, stopped) for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
+    full = disk_full_line()
+    if full:
+        lines.append(full)
     if stopped:
         lines.append("circuitloc: the run was interrupted (Ctrl-C), not failed: the outputs it finished are kept; "
                      "rerun the same command to go on")
@@ -115,6 +118,24 @@ def explain_failures(snakemake_logs, log_root="results/logs", since: float | Non
         title = " the run was interrupted " if stopped else " why the run failed "
         print("\n".join(["", "=" * 20 + title + "=" * 20, *lines]), file=stream, flush=True)
     return lines
+
+
+LOW_DISK = 64 * 2**20  # bytes: less than this free where the run writes is a full disk to Snakemake's records
+
+
+def disk_full_line(where=".") -> str | None:
+    """The line that says the run's disk is full, when it is: Snakemake's own error is then about its
+    metadata records, and no job log says why."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return None
+    if free >= LOW_DISK:
+        return None
+    return (f"circuitloc: the disk of {os.path.abspath(where)} is full ({free} bytes free): no partial result was "
+            "kept; free space, then rerun the same command")
 
 
 def report_ready(report, stream=None) -> str | None:

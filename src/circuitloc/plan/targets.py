@@ -13,6 +13,7 @@ from circuitloc.plan.views import (
     card,
     dataset_tasks,
     model_ablations,
+    model_spec,
     models,
     models_for,
     shared_task,
@@ -205,11 +206,28 @@ def _tables_and_figures(config) -> list[str]:
     return out
 
 
+def intermediates(config) -> list[str]:
+    """Every file the tables are computed from: a toy's or GGUF model's weights, each dataset and its
+    filter counts, each score and curve file. In the default target so that one deleted, or removed
+    by Snakemake after a forced job failed, is rebuilt (with what depends on it) by a plain rerun:
+    Snakemake plans nothing for a missing file that no target asks for when its consumers' outputs
+    exist."""
+    out = [f"results/models/{m}/weights" for m in models(config) if model_spec(config, m).get("source") != "hf"]
+    for t in dataset_tasks(config):
+        for m in models_for(config, t):
+            out += [f"results/data/{t}/{m}.parquet", f"results/data/{t}/{m}.filter.json"]
+            for a in model_ablations(config, m):
+                out += [p.format(task=t, model=m, ablation=a) for p in (SCORES, CURVES, CONTROLS)]
+                out.append(f"results/scores/{t}/{m}/{a}.prompts.parquet")
+    return out
+
+
 def all_outputs(config) -> list[str]:
-    """The default target: every model card, table and figure the config asks for, the claims
-    table, the report's first page, the cost table and the report (the cost job waits for every
-    other job that writes a benchmark, the first page's included)."""
-    return _tables_and_figures(config) + [CLAIMS, LANDING, COST, REPORT]
+    """The default target: every model card, table and figure the config asks for, what they are
+    computed from (`intermediates`), the claims table, the report's first page, the cost table and
+    the report (the cost job waits for every other job that writes a benchmark, the first page's
+    included)."""
+    return _tables_and_figures(config) + intermediates(config) + [CLAIMS, LANDING, COST, REPORT]
 
 
 def cost_inputs(config) -> list[str]:

@@ -29,6 +29,7 @@ from circuitloc.plan.configload import (
 from circuitloc.plan.groups import check_group_stages
 from circuitloc.plan.hub import check_model_sources
 from circuitloc.plan.sweep import expand as expand_sweep
+from circuitloc.plan.userfiles import check_user_files
 
 DEFAULT = Path("config") / "config.yaml"
 SCHEMA = Path("config") / "schema.yaml"
@@ -93,6 +94,7 @@ def resolve(cfg: dict, root) -> dict:
     check_sizes(cfg)
     check_sweep_primary(cfg)
     check_group_stages(cfg)
+    check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read
     return cfg
 
 

@@ -42,6 +42,27 @@ def single_token(tokenizer, word: str) -> int | None:
     return int(ids[0])
 
 
+def drop_over_context(df: pl.DataFrame, limit: int | None, counts: dict, what: str) -> pl.DataFrame:
+    """The rows whose every token-id column (`*_ids`) fits the model's context of `limit` positions
+    (None: no known limit); the rest are dropped and counted (`dropped_over_context`, with
+    `context_positions`), and the job's log names the limit: a model fed past its positions computes
+    on positions it was never trained on (or fails), silently."""
+    cols = [c for c, t in df.schema.items() if c.endswith("_ids") and t == pl.List(pl.Int64)]
+    if not limit or not cols or len(df) == 0:
+        return df
+    longest = df.select(pl.max_horizontal([pl.col(c).list.len() for c in cols]).alias("n"))["n"]
+    ok = (longest <= int(limit)).to_numpy()
+    if ok.all():
+        return df
+    counts["dropped_over_context"] = int((~ok).sum())
+    counts["context_positions"] = int(limit)
+    from circuitloc.runner import log
+
+    log.warning("%s: dropped %d prompt(s) longer than the model's context of %d positions (the longest %d "
+                "tokens)", what, counts["dropped_over_context"], limit, int(longest.max()))
+    return df.filter(pl.Series(ok))
+
+
 def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right padding keeps every real token at its own position under a causal mask, so no
     attention mask is needed; the metric reads each row at `last_pos`."""

@@ -8,10 +8,11 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
-from circuitloc.tasks.common import encode, mark_scoring, sample_rows, single_token
+from circuitloc.plan.userfiles import FACTS_COLUMNS, facts_lines
+from circuitloc.tasks.common import drop_over_context, encode, mark_scoring, sample_rows, single_token
 
 FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv"
-COLUMNS = ["domain", "subject", "relation", "answer", "natural", "qa"]
+COLUMNS = list(FACTS_COLUMNS)
 
 
 def load(path=None) -> pl.DataFrame:
@@ -19,27 +20,7 @@ def load(path=None) -> pl.DataFrame:
     file and the line instead of a shifted column or a parser's traceback. Fields are split on tabs
     only (no quote character: a `"` in a prompt is text)."""
     path = Path(path) if path else FACTS
-    if not path.exists():
-        raise DatasetError(f"facts file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DatasetError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    except OSError as e:
-        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from e
-    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-    if not lines:
-        raise DatasetError(f"{path}: empty file (expected a tab-separated header: {', '.join(COLUMNS)})")
-    header = lines[0][1].split("\t")
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise DatasetError(f"{path}: missing columns {missing}")
-    for i, ln in lines[1:]:
-        if ln.count("\t") != len(header) - 1:
-            raise DatasetError(f"{path}: line {i} has {ln.count(chr(9)) + 1} tab-separated fields, the header "
-                               f"has {len(header)}")
-    if len(lines) == 1:
-        raise DatasetError(f"{path}: no facts (a header and no rows)")
+    lines = facts_lines(path, DatasetError)  # the plan's check (circuitloc.plan.userfiles), as DatasetError
     body = "\n".join(ln for _, ln in lines).encode()
     df = pl.read_csv(body, separator="\t", quote_char=None, infer_schema=False, empty_string_is_null=False)
     return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
@@ -64,7 +45,25 @@ def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
     df = df.filter(ok)
     df = df.with_columns(pl.Series("input_ids", [encode(tokenizer, p, prepend_bos) for p in df["prompt"]],
                                    dtype=pl.List(pl.Int64)))
+    # the same prompt and answer as the model sees them (its tokens), under another subject or
+    # relation name, is the same item too: counted with the repeated facts
+    n = len(df)
+    df = df.unique(subset=SEEN, keep="first", maintain_order=True)
+    counts["dropped_duplicate"] += n - len(df)
     return df, counts
+
+
+SEEN = ["input_ids", "answer_id"]  # a prompt as the model reads it and the token it should answer
+
+
+def check_heldout(df: pl.DataFrame, what) -> None:
+    """No scoring prompt (with its answer) among the held-out rows: the held-out curves would
+    measure units on prompts that selected them."""
+    key = list(zip(map(tuple, df["input_ids"].to_list()), df["answer_id"].to_list()))
+    scoring = {k for k, s in zip(key, df["score"]) if s}
+    again = sum(1 for k, s in zip(key, df["score"]) if not s and k in scoring)
+    if again:
+        raise DatasetError(f"{what}: {again} held-out row(s) repeat a scoring prompt and answer")
 
 
 def known(last_logits: torch.Tensor, answer_id: torch.Tensor, k: int = 3) -> torch.Tensor:
@@ -118,12 +117,19 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context)
     if len(df) == 0:
         raise DatasetError(f"{path or FACTS}: no fact survives the dropped_multitoken_answer filter (the answer one "
                            f"token in this tokenizer, with the leading space) ({counts})")
+    # before the knowledge filter, which runs the model on them
+    df = drop_over_context(df, context.get("context_len"), counts, f"facts ({path or FACTS})")
+    if len(df) == 0:
+        raise DatasetError(f"{path or FACTS}: no fact fits the model's context of {context['context_len']} "
+                           f"positions ({counts})")
     ok = known(context["last_logits"](df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))
     df = df[sample_rows(len(df), len(df), seed)]  # a seeded shuffle
     counts["kept"] = len(df)
-    return mark_scoring(df, int(cfg["n_score"])), counts
+    df = mark_scoring(df, int(cfg["n_score"]))
+    check_heldout(df, path or FACTS)
+    return df, counts
 
 
 KEY = ["domain", "subject", "relation"]  # what makes two models' facts the same fact

@@ -134,7 +134,7 @@ def metric(last_logits: torch.Tensor, batch: dict) -> torch.Tensor:
 METRICS = {"ld": metric}
 
 
-def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None, **_):
+def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: dict | None = None, **context):
     """The IOI dataset for one model: `pool` candidates (config `n_generate`, default 4 n) from the
     generator or from fahamu/ioi, kept where IO and S are single tokens and (config
     `unknown_tokens`: drop) the prompt has no unknown token, n sampled, the first
@@ -154,6 +154,11 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, inputs: di
         read_counts = {"source": str(path), **({"revision": commit} if commit else {}), **read_counts}
     else:
         raw, read_counts = generate(pool, seed, load_resources(res_dir)), {"source": "generate"}
-    df, counts = candidates(raw, tokenizer, prepend_bos, cfg.get("unknown_tokens", "drop"))
+    try:
+        df, counts = candidates(raw, tokenizer, prepend_bos, cfg.get("unknown_tokens", "drop"))
+    except DatasetError as e:  # every sentence filtered out: which names, for which model
+        names = path if src.get("kind") == "fahamu" else \
+            inputs.get("ioi_names") or Path(res_dir or RESOURCES) / "names.txt"
+        raise DatasetError(f"{names}, model {context.get('model') or tokenizer.name_or_path}: {e}") from e
     df, counts = pick(df, counts, int(cfg["n"]), int(cfg["n_score"]), seed)
     return df, {**read_counts, **counts}

@@ -1,0 +1,65 @@
+"""Nothing silently missing: every file a table is computed from is part of the default target, so a
+deleted one, or one Snakemake removed after a forced job failed, is rebuilt by a plain rerun; and
+the recovery hint of broken weights is the user's own command rebuilding the card alone."""
+
+import re
+import shlex
+import shutil
+
+import pytest
+from workflow_helpers import CORES, copy_workflow, planned_jobs, smk, stand_in_outputs
+
+pytestmark = pytest.mark.workflow
+
+RUN = ("--cores", CORES, "--configfile", ".test/config.yaml")
+# what a run keeps beside its results that a rerun rewrites or leaves (not results a table reads)
+NOT_RESULTS = ("logs/", "benchmarks/", ".resume/")
+
+
+def _results(run):
+    return sorted(str(p.relative_to(run / "results")) for p in (run / "results").rglob("*")
+                  if p.is_file() and not str(p.relative_to(run / "results")).startswith(NOT_RESULTS))
+
+
+def test_deleted_intermediates_are_planned_by_a_plain_rerun(tmp_path):
+    """A finished run of stand-ins (nothing computed): a deleted score file and a deleted toy's
+    weights are each planned again with what depends on them (before, Snakemake said "Nothing to
+    be done": no target asked for them)."""
+    run = copy_workflow(tmp_path / "wf")
+    stand_in_outputs(run, smk("-n", *RUN, cwd=run).stdout)
+    smk("--touch", "--forceall", *RUN, cwd=run)
+    assert planned_jobs(smk("-n", *RUN, cwd=run).stdout) == []
+    (run / "results/scores/ioi/tiny_gqa/zero-query.parquet").unlink()
+    shutil.rmtree(run / "results/models/tiny_mha/weights")
+    jobs = planned_jobs(smk("-n", *RUN, cwd=run).stdout)
+    assert ("model", {"model": "tiny_mha"}) in jobs
+    assert any(r.startswith("scores") and wc == {"task": "ioi", "model": "tiny_gqa"} for r, wc in jobs), jobs
+    assert any(r.startswith("table") for r, _ in jobs), jobs  # and what is computed from them
+
+
+def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_run, tmp_path):
+    """Truncated weights: a forced score job fails and Snakemake removes the score files it had
+    written. The hint's command, run as printed in the run's directory, plans the card alone and
+    rebuilds the weights; a plain rerun then restores every file (a score file deleted meanwhile
+    too), and the tables equal the clean run's."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    clean = _results(run)
+    weights = run / "results/models/tiny_mha/weights/model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    forced = "results/scores/ioi/tiny_mha/zero-query.parquet"
+    p = smk(*RUN, "--forcerun", forced, cwd=run, check=False)
+    console = p.stdout + p.stderr
+    assert p.returncode != 0 and not (run / forced).exists(), console[-3000:]
+    hint = re.search(r"rebuild the model alone: (.+?); then rerun your command", console)
+    assert hint, console[-3000:]
+    cmd = shlex.split(hint.group(1))
+    assert cmd[0] == "snakemake" and "--cores" in cmd and ".test/config.yaml" in cmd, cmd
+    assert planned_jobs(smk(*cmd[1:], "-n", cwd=run).stdout) == [("model", {"model": "tiny_mha"})]
+    smk(*cmd[1:], cwd=run)
+    (run / "results/scores/facts/tiny_gqa/resample-query.parquet").unlink()
+    smk(*RUN, cwd=run)
+    assert _results(run) == clean
+    for table in sorted((tiny_run / "results/tables").glob("*.csv")):
+        if table.name != "cost.csv":  # timings
+            assert (run / "results/tables" / table.name).read_bytes() == table.read_bytes(), table.name
