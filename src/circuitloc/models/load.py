@@ -14,6 +14,7 @@ import torch
 from circuitloc.errors import ConfigError, ModelSourceError
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
+from circuitloc.plan.command import rerun
 from circuitloc.plan.hub import hf_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -107,8 +108,6 @@ def _rebuild_card(card_path: str) -> str:
     """The command that rebuilds a model's card and weights alone, as the user typed theirs
     (circuitloc.plan.command): a rebuilt card is byte-identical, so what was made from it stands;
     the same command as before then remakes any file a failed job removed."""
-    from circuitloc.plan.command import rerun
-
     cmd = rerun(card_path) or f"snakemake {card_path} --cores all --forcerun {card_path} (with the run's --configfile)"
     return f"rebuild the model alone: {cmd}; then rerun your command"
 

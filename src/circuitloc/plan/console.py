@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -126,8 +127,6 @@ LOW_DISK = 64 * 2**20  # bytes: less than this free where the run writes is a fu
 def disk_full_line(where=".") -> str | None:
     """The line that says the run's disk is full, when it is: Snakemake's own error is then about its
     metadata records, and no job log says why."""
-    import shutil
-
     try:
         free = shutil.disk_usage(where).free
     except OSError:

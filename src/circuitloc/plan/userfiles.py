@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 
 from circuitloc.errors import ConfigError
+from circuitloc.plan import registry, views
+from circuitloc.plan.inputs import resource_path
 
 FACTS_COLUMNS = ("domain", "subject", "relation", "answer", "natural", "qa")
 MAX_FACTS_BYTES = 64 * 2**20  # the shipped file is 60 kB
@@ -74,13 +76,10 @@ def check_parquet(path, column: str, error=ConfigError) -> None:
 
 def check_user_files(config, root) -> None:
     """Every facts TSV and local fahamu/ioi parquet a dataset job of this config would read."""
-    from circuitloc.plan import views, vocab
-    from circuitloc.plan.inputs import resource_path
-
     seen = set()
     for m in views.models(config):
         for t in views.model_tasks(config, m):
-            files = vocab.dataset_inputs(t, views.task_config(config, t, m), resource_path(root))
+            files = registry.dataset_inputs(t, views.task_config(config, t, m), resource_path(root))
             for kind, path in files.items():
                 if (kind, path) in seen or not os.path.isfile(path):
                     continue  # a missing file: Snakemake names it as a missing input

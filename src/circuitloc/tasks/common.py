@@ -10,6 +10,7 @@ import torch
 
 from circuitloc.errors import DatasetError
 from circuitloc.prompts import Prompts
+from circuitloc.runner import log
 
 
 def read_text(path, what: str) -> str:
@@ -56,8 +57,6 @@ def drop_over_context(df: pl.DataFrame, limit: int | None, counts: dict, what: s
         return df
     counts["dropped_over_context"] = int((~ok).sum())
     counts["context_positions"] = int(limit)
-    from circuitloc.runner import log
-
     log.warning("%s: dropped %d prompt(s) longer than the model's context of %d positions (the longest %d "
                 "tokens)", what, counts["dropped_over_context"], limit, int(longest.max()))
     return df.filter(pl.Series(ok))
