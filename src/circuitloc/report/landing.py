@@ -22,6 +22,11 @@ TABLE1_READ = ("One row per model. The top unit is the one whose ablation alone 
                "together before the damage reaches the threshold, greedy first; '> K' means the K steps computed "
                "never got there. The effective number of units is exp(entropy of the positive drops): 1 when one "
                "unit carries the task.\n")
+# the run's models, tasks and device, filled in by Snakemake (it renders the page as a Jinja2 template
+# with the run's config) when it builds the report; its seed is the report's one metadata entry
+RUN_FACTS = ('This run: models ``{{ snakemake.config["models"] | join(", ") }}``; tasks ``{% for t, v in '
+             'snakemake.config["tasks"].items() if v is not none %}{{ t }}{{ ", " if not loop.last }}{% endfor %}``; '
+             'device ``{{ snakemake.config["device"] }}``.\n')
 _SPECIAL = re.compile(r"([\\*`|_<>\[\]:#+=~^-])")
 
 
@@ -73,6 +78,7 @@ def landing(claims: pl.DataFrame, table1: pl.DataFrame | None, headline: tuple[s
         ("What this run measured, before the archive of every table and figure (the menu's Results, "
          "by task and ablation; the workflow graph under Workflow). Percentages are of the task's clean "
          "metric above its floor, on prompts held out from the ranking, with 95% bootstrap intervals.\n"),
+        RUN_FACTS,
         rst_table(claims, "The paper's claims (arXiv 2605.08853), checked on this run", CLAIM_COLUMNS),
         ("A verdict is only as strong as its numbers: a claim that holds on one toy pair is one seed. "
          "Not testable means this run lacks the models the claim is about (the reason says which).\n"),
@@ -89,15 +95,20 @@ def headline_figures(task: str, ablation: str, fig1: str | None, fig2: str | Non
     out = []
     if fig1:
         out.append(Figure(fig1, f"Figure 1: {task} heatmaps, {ablation} ablation",
-                          "Each cell is one unit's damage when ablated alone (layer by head, one panel per "
-                          "model, a shared colour scale): a concentrated circuit is one or a few bright cells."))
+                          "Each cell is one unit's drop when ablated alone on the scoring prompts: the clean "
+                          "metric minus the ablated one, in the metric's own units (IOI: logit difference; "
+                          "induction: rise of the ICL loss), not normalised to damage (layer by head, one panel "
+                          "per model, a shared colour scale): a concentrated circuit is one or a few bright "
+                          "cells."))
     if fig2:
         out.append(Figure(fig2, f"Figure 2: {task} ablation curves, {ablation} ablation",
-                          "Damage as units are ablated together, largest first, on held-out prompts: a curve "
+                          "Damage (1 = the task is gone) as units are ablated together in the order of their "
+                          "single-unit drop, largest first (the ranked curve), on held-out prompts: a curve "
                           "that crosses the dashed threshold within a step or two is a concentrated circuit."))
     if scale:
         out.append(Figure(scale, f"Scale figure, {ablation} ablation",
-                          "Top-unit score and heads-to count against parameters, per family and attention "
+                          "The top head score as % damage (top row) and the ranked curve's heads-to count "
+                          "(bottom row) against the parameter count, per family and attention "
                           "type: if architecture matters more than scale, MHA and GQA separate while each "
                           "family's line stays flat."))
     return out
