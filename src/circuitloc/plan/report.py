@@ -44,5 +44,5 @@ def _metadata(layer) -> dict:
     """Snakemake's report metadata: with any, the report opens on its text rather than on the workflow
     graph. Only the seed, a number: Snakemake 9 renders every string value with docutils'
     `publish_parts` and shows each of its parts (WHOLE, ENCODING, VERSION, ...) under the page; the
-    run's models, tasks and device are on the page itself (report.landing.RUN_FACTS)."""
+    run's models, tasks, device and seed are on the page itself (report/workflow.rst, its tail)."""
     return {"seed": int(layer.get("seed", 0))}

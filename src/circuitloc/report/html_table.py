@@ -18,8 +18,10 @@ _STYLE = """body { font-family: system-ui, sans-serif; font-size: 13px; margin: 
 h1 { font-size: 15px; font-weight: 600; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 6px 0 14px; }
-th, td { border: 1px solid #d1d5db; padding: 3px 6px; text-align: left; vertical-align: top; white-space: nowrap; }
-th { background: #f3f4f6; position: sticky; top: 0; }
+th, td { border: 1px solid #d1d5db; padding: 3px 6px; text-align: left; vertical-align: top; }
+td { max-width: 36em; }
+td.num { white-space: nowrap; }
+th { background: #f3f4f6; position: sticky; top: 0; min-width: 4em; }
 tr:nth-child(even) td { background: #f9fafb; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 summary { cursor: pointer; font-weight: 600; margin: 8px 0; }

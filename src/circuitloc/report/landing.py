@@ -22,11 +22,6 @@ TABLE1_READ = ("One row per model. The top unit is the one whose ablation alone 
                "together before the damage reaches the threshold, greedy first; '> K' means the K steps computed "
                "never got there. The effective number of units is exp(entropy of the positive drops): 1 when one "
                "unit carries the task.\n")
-# the run's models, tasks and device, filled in by Snakemake (it renders the page as a Jinja2 template
-# with the run's config) when it builds the report; its seed is the report's one metadata entry
-RUN_FACTS = ('This run: models ``{{ snakemake.config["models"] | join(", ") }}``; tasks ``{% for t, v in '
-             'snakemake.config["tasks"].items() if v is not none %}{{ t }}{{ ", " if not loop.last }}{% endfor %}``; '
-             'device ``{{ snakemake.config["device"] }}``.\n')
 _SPECIAL = re.compile(r"([\\*`|_<>\[\]:#+=~^-])")
 
 
@@ -78,7 +73,6 @@ def landing(claims: pl.DataFrame, table1: pl.DataFrame | None, headline: tuple[s
         ("What this run measured, before the archive of every table and figure (the menu's Results, "
          "by task and ablation; the workflow graph under Workflow). Percentages are of the task's clean "
          "metric above its floor, on prompts held out from the ranking, with 95% bootstrap intervals.\n"),
-        RUN_FACTS,
         rst_table(claims, "The paper's claims (arXiv 2605.08853), checked on this run", CLAIM_COLUMNS),
         ("A verdict is only as strong as its numbers: a claim that holds on one toy pair is one seed. "
          "Not testable means this run lacks the models the claim is about (the reason says which).\n"),
