@@ -41,8 +41,9 @@ rule specificity_table:
     input:
         [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in views.model_ablations(config, m)],
     output:
-        csv=report(
-            "results/tables/specificity.csv",
+        csv="results/tables/specificity.csv",
+        html=report(
+            "results/tables/specificity.html",
             caption="../report/specificity.rst",
             category="all tasks",
             subcategory="beyond the paper",
@@ -68,8 +69,9 @@ rule stability:
         cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task)],
         files=lambda wc: targets.stability_files(config, wc.task),
     output:
-        csv=report(
-            "results/tables/stability_{task}.csv",
+        csv="results/tables/stability_{task}.csv",
+        html=report(
+            "results/tables/stability_{task}.html",
             caption="../report/stability.rst",
             category="{task}",
             subcategory="beyond the paper",
@@ -104,8 +106,9 @@ rule robustness:
     input:
         [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
     output:
-        csv=report(
-            "results/tables/robustness.csv",
+        csv="results/tables/robustness.csv",
+        html=report(
+            "results/tables/robustness.html",
             caption="../report/robustness.rst",
             category="all tasks",
             subcategory="beyond the paper",

@@ -13,8 +13,9 @@ rule cost:
     input:
         targets.cost_inputs(config),
     output:
-        csv=report(
-            "results/tables/cost.csv",
+        csv="results/tables/cost.csv",
+        html=report(
+            "results/tables/cost.html",
             caption="../report/cost.rst",
             category="all tasks",
             subcategory="cost of the run",

@@ -4,16 +4,18 @@ rule sweep_tables:
         cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
         layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
-        csv=report(
-            "results/tables/sweep_{task}_{ablation}.csv",
+        csv="results/tables/sweep_{task}_{ablation}.csv",
+        html=report(
+            "results/tables/sweep_{task}_{ablation}.html",
             caption="../report/sweep.rst",
             category="sweep",
             subcategory="{task}",
             labels={"output": "Sweep table", "task": "{task}", "ablation": "{ablation}"},
         ),
         md="results/tables/sweep_{task}_{ablation}.md",
-        paired=report(
-            "results/tables/sweep_paired_{task}_{ablation}.csv",
+        paired="results/tables/sweep_paired_{task}_{ablation}.csv",
+        paired_html=report(
+            "results/tables/sweep_paired_{task}_{ablation}.html",
             caption="../report/sweep_paired.rst",
             category="sweep",
             subcategory="{task}",
@@ -53,8 +55,9 @@ rule sweep_overview:
         paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in targets.sweep_pairs(config)],
         extra=list(targets.sweep_adjust_with(config).values()),
     output:
-        csv=report(
-            "results/tables/sweep_overview.csv",
+        csv="results/tables/sweep_overview.csv",
+        html=report(
+            "results/tables/sweep_overview.html",
             caption="../report/sweep_overview.rst",
             category="sweep",
             subcategory="all tasks",

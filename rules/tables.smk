@@ -10,12 +10,14 @@ for _tasks, _ablations in targets.task_groups(config):
                                                                    "curves": targets.CURVES,
                                                                    "controls": targets.CONTROLS})),
         output:
-            table1=[report(f"results/tables/table1_{{task}}_{a}.csv", caption="../report/table1.rst", category="{task}",
+            table1=[f"results/tables/table1_{{task}}_{a}.csv" for a in _ablations],
+            table1_html=[report(f"results/tables/table1_{{task}}_{a}.html", caption="../report/table1.rst", category="{task}",
                            subcategory=f"{a} ablation",
                            labels={"output": "Table 1: localization", "task": "{task}", "ablation": a})
                     for a in _ablations],
             table1_md=[f"results/tables/table1_{{task}}_{a}.md" for a in _ablations],
-            table2=[report(f"results/tables/table2_{{task}}_{a}.csv", caption="../report/table2.rst", category="{task}",
+            table2=[f"results/tables/table2_{{task}}_{a}.csv" for a in _ablations],
+            table2_html=[report(f"results/tables/table2_{{task}}_{a}.html", caption="../report/table2.rst", category="{task}",
                            subcategory=f"{a} ablation",
                            labels={"output": "Table 2: necessity check", "task": "{task}", "ablation": a})
                     for a in _ablations],
@@ -76,8 +78,9 @@ rule claims:
         cards=lambda wc: [views.card(m) for m in views.models(config)],
         tables=lambda wc: list(targets.claim_inputs(config).values()),
     output:
-        csv=report(
-            "results/tables/claims.csv",
+        csv="results/tables/claims.csv",
+        html=report(
+            "results/tables/claims.html",
             caption="../report/claims.rst",
             category="0. the answer",
             labels={"output": "The paper's claims, checked on this run", "task": "all", "ablation": "zero-query"},

@@ -4,6 +4,7 @@ it holds every table and figure, each with its caption, the file itself embedded
 import base64
 import json
 import re
+from html import escape as html_escape
 
 import pytest
 from workflow_helpers import smk
@@ -27,7 +28,9 @@ def _results(html):
 
 
 def _expected(run):
-    files = sorted(run.glob("results/tables/*.csv")) + sorted(run.glob("results/figures/*.png"))
+    """Every table (its HTML page, beside its CSV) and figure the run made."""
+    files = sorted(run.glob("results/tables/*.html")) + sorted(run.glob("results/figures/*.png"))
+    assert {f.stem for f in run.glob("results/tables/*.csv")} == {f.stem for f in run.glob("results/tables/*.html")}
     names = {f.stem for f in files}
     # the tiny config: every task under every ablation (kv only for tiny_gqa, mean only for tiny_gqa)
     for task in TASKS:
@@ -62,9 +65,30 @@ def _check_report(html, run):
         header, _, payload = entry["data_uri"].partition("base64,")
         assert header.startswith("data:"), key
         assert base64.b64decode(payload) == f.read_bytes(), f"{key}: the embedded copy differs from the file"
+        if f.suffix == ".html":
+            assert entry["mime_type"] == "text/html", key  # shown in the browser, not offered as a download
+            _check_table_page(f)
     # nothing else is reported, and the workflow description is there
     assert set(results) == {str(f.relative_to(run)) for f in files}, sorted(set(results) ^ {str(f.relative_to(run)) for f in files})
     assert "circuitloc" in text and "heads-to-80%" in text
+
+
+def _check_table_page(page):
+    """A table's page holds the table as HTML: every row of its CSV (a row's first cell), the page's
+    last table row for row, and the CSV itself byte for byte as its download link."""
+    import polars as pl
+
+    text = page.read_text()
+    csv = page.with_suffix(".csv")
+    df = pl.read_csv(csv, infer_schema_length=0)
+    assert "<table>" in text or df.height == 0, page.name
+    if page.stem != "cost":  # the cost page shows three views of its rows
+        last = text[text.rindex("<table>"):] if df.height else ""
+        assert last.count("<tr>") == df.height + 1, (page.name, last.count("<tr>"), df.height)
+    for first in df[df.columns[0]]:
+        assert f"<td>{html_escape(first or '')}</td>" in text, (page.name, first)
+    link = re.search(r'href="data:text/csv;base64,([^"]+)" download="([^"]+)"', text)
+    assert link and link.group(2) == csv.name and base64.b64decode(link.group(1)) == csv.read_bytes(), page.name
 
 
 def _first_page(html) -> str:
@@ -100,7 +124,13 @@ def test_default_run_builds_the_report(tiny_run):
     _check_report(html, tiny_run)
     _check_first_page(html, tiny_run)
     # it opens on that page, not on the workflow graph (the run's report has metadata)
-    assert re.search(r"var metadata = \{\s*\S", html.read_text()), "no metadata: the report opens on the rule graph"
+    # (the report's own metadata, not the like-named variable of a bundled library); and the page ends
+    # on the workflow's description: no docutils parts (WHOLE ... VERSION) of a metadata string under it
+    m = re.search(r'<script id="metadata">\s*var metadata = ', html.read_text())
+    assert m, "no metadata: the report opens on the rule graph"
+    meta, _ = json.JSONDecoder().raw_decode(html.read_text(), m.end())
+    assert meta == {"seed": 0}, meta
+    assert "Models: tiny_mha, tiny_gqa. Tasks: ioi, induction, facts. Device: cpu; seed 0." in _first_page(html)
     assert (tiny_run / "results" / "logs" / "report.log").read_text().rstrip().endswith("Report created.")
     # the run's last console line, after Snakemake's own closing lines, says where the report is
     last = (tiny_run / "run.console").read_text().rstrip().splitlines()[-1]

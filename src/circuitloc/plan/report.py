@@ -41,8 +41,8 @@ def build_report(layer, snakefile, html, log_path) -> None:
 
 
 def _metadata(layer) -> dict:
-    """The few facts the first page lists under the answer (Snakemake's report metadata: with it the
-    report opens on its text rather than on the workflow graph)."""
-    tasks = [t for t, v in (layer.get("tasks") or {}).items() if v is not None]
-    return {"models": ", ".join(layer.get("models") or {}), "tasks": ", ".join(tasks),
-            "seed": str(layer.get("seed", 0)), "device": str(layer.get("device", "cpu"))}
+    """Snakemake's report metadata: with any, the report opens on its text rather than on the workflow
+    graph. Only the seed, a number: Snakemake 9 renders every string value with docutils'
+    `publish_parts` and shows each of its parts (WHOLE, ENCODING, VERSION, ...) under the page; the
+    run's models, tasks, device and seed are on the page itself (report/workflow.rst, its tail)."""
+    return {"seed": int(layer.get("seed", 0))}

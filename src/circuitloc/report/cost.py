@@ -23,6 +23,7 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.plan.dag import STAGES, dag_jobs, stage_of  # noqa: F401
+from circuitloc.report.html_table import html_path, table_page
 
 SHARED = "(shared)"
 ALL = "all"
@@ -102,24 +103,45 @@ def _markdown(df: pl.DataFrame, key: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(table: pl.DataFrame) -> str:
-    """Three tables: per stage, per model, per stage and model (each ends with the run's total)."""
+def _parts(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame, str]]:
+    """(heading, rows, key) of the three views: per stage, per model (each ending with the run's
+    total), per stage and model."""
     total = table.filter((pl.col("stage") == ALL) & (pl.col("model") == ALL))
     per_stage = pl.concat([table.filter((pl.col("model") == ALL) & (pl.col("stage") != ALL)), total])
     per_model = pl.concat([table.filter((pl.col("stage") == ALL) & (pl.col("model") != ALL)), total])
     detail = table.filter((pl.col("stage") != ALL) & (pl.col("model") != ALL))
-    return ("### Cost of the run per stage\n\n" + _markdown(per_stage, "stage")
-            + "\n### Cost of the run per model\n\n" + _markdown(per_model, "model")
-            + "\n### Cost of the run per stage and model\n\n" + _markdown(detail, "stage / model")
-            + "\nwall and CPU time summed over jobs, max_rss_mb the largest peak resident memory of one job"
-            " (MB); (shared): jobs over several models.\n")
+    return [("Cost of the run per stage", per_stage, "stage"), ("Cost of the run per model", per_model, "model"),
+            ("Cost of the run per stage and model", detail, "stage / model")]
+
+
+NOTE = ("wall and CPU time summed over jobs, max_rss_mb the largest peak resident memory of one job"
+        " (MB); (shared): jobs over several models.")
+
+
+def to_markdown(table: pl.DataFrame) -> str:
+    """Three tables: per stage, per model, per stage and model (each ends with the run's total)."""
+    return "\n".join(f"### {head}\n\n" + _markdown(df, key) for head, df, key in _parts(table)) + f"\n{NOTE}\n"
+
+
+def to_html(table: pl.DataFrame, csv_path) -> str:
+    """The same three tables as the page the report shows (report.html_table)."""
+    def shown(df, key):  # the markdown's cells: wall as h:m:s beside the seconds, one decimal
+        cols = ["stage", "model"] if key == "stage / model" else [key]
+        text = [pl.Series("wall", [_hms(v) for v in df["wall_s"]], dtype=pl.String)]
+        text += [pl.Series(c, ["" if v is None else f"{v:.1f}" for v in df[c]], dtype=pl.String)
+                 for c in ("wall_s", "cpu_s", "max_rss_mb")]
+        return df.select(*cols, "jobs").hstack(text)
+
+    return table_page(f"Cost of the run ({NOTE})", csv_path, [(h, shown(df, k)) for h, df, k in _parts(table)])
 
 
 def write_cost(jobs, csv_path, md_path) -> pl.DataFrame:
-    """The cost table of (stage, model or None, benchmark file) triples, as CSV and Markdown."""
+    """The cost table of (stage, model or None, benchmark file) triples, as CSV, Markdown and the
+    HTML page beside the CSV (`html_table.html_path`)."""
     table = cost_table(job_costs(jobs))
     io.write_csv(table, csv_path)
     io.write_text(to_markdown(table), md_path)
+    io.write_text(to_html(table, csv_path), html_path(csv_path))
     return table
 
 

@@ -89,15 +89,20 @@ def headline_figures(task: str, ablation: str, fig1: str | None, fig2: str | Non
     out = []
     if fig1:
         out.append(Figure(fig1, f"Figure 1: {task} heatmaps, {ablation} ablation",
-                          "Each cell is one unit's damage when ablated alone (layer by head, one panel per "
-                          "model, a shared colour scale): a concentrated circuit is one or a few bright cells."))
+                          "Each cell is one unit's drop when ablated alone on the scoring prompts: the clean "
+                          "metric minus the ablated one, in the metric's own units (IOI: logit difference; "
+                          "induction: rise of the ICL loss), not normalised to damage (layer by head, one panel "
+                          "per model, a shared colour scale): a concentrated circuit is one or a few bright "
+                          "cells."))
     if fig2:
         out.append(Figure(fig2, f"Figure 2: {task} ablation curves, {ablation} ablation",
-                          "Damage as units are ablated together, largest first, on held-out prompts: a curve "
+                          "Damage (1 = the task is gone) as units are ablated together in the order of their "
+                          "single-unit drop, largest first (the ranked curve), on held-out prompts: a curve "
                           "that crosses the dashed threshold within a step or two is a concentrated circuit."))
     if scale:
         out.append(Figure(scale, f"Scale figure, {ablation} ablation",
-                          "Top-unit score and heads-to count against parameters, per family and attention "
+                          "The top head score as % damage (top row) and the ranked curve's heads-to count "
+                          "(bottom row) against the parameter count, per family and attention "
                           "type: if architecture matters more than scale, MHA and GQA separate while each "
                           "family's line stays flat."))
     return out

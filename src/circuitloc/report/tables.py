@@ -15,6 +15,7 @@ from circuitloc.io import frame
 from circuitloc.metrics import rank
 from circuitloc.plan import registry, vocab
 from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
+from circuitloc.report.html_table import display_rows, html_path, table_page
 
 
 def measure(task: str, frame: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
@@ -236,26 +237,17 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
 
 
 def to_markdown(df: pl.DataFrame, title: str) -> str:
-    """A titled pipe table: floats to 4 significant digits, NaN and null empty; a count with a
-    `{column}_bounded` flag beside it is written '> K' where bounded (the flag column is not shown)."""
-
-    flags = {c: f"{c}_bounded" for c in df.columns if df.schema.get(f"{c}_bounded") == pl.Boolean}
-    shown = [c for c in df.columns if c not in flags.values()]
-
-    def cell(v, c, is_float, bounded):
-        if v is None or (is_float and math.isnan(v)):
-            return ""
-        if c in flags:
-            return M.heads_to_label(v, bool(bounded))
-        return f"{v:.4g}" if is_float else v
-
-    floats = {c: t.is_float() for c, t in df.schema.items()}
-    rows = [[cell(r[c], c, floats[c], r.get(flags.get(c))) for c in shown] for r in df.iter_rows(named=True)]
+    """A titled pipe table of `df`'s display form (`html_table.display_rows`: floats to 4 significant
+    digits, NaN and null empty, a bounded count as '> K')."""
+    shown, rows = display_rows(df)
     return f"### {title}\n\n" + tabulate(rows, headers=shown, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
 def write_table(df: pl.DataFrame, csv, md, title: str, shown: pl.DataFrame | None = None) -> None:
-    """A table as CSV (`io.write_csv`, every column) and as titled markdown (`to_markdown`) of
-    `shown` (a reader's form of it, e.g. report.paper_tables) or the whole table, both atomically."""
+    """A table as CSV (`io.write_csv`, every column), as titled markdown (`to_markdown`) of `shown`
+    (a reader's form of it, e.g. report.paper_tables) or the whole table, and as the HTML page the
+    report shows (`html_table`, beside the CSV: `html_path`), all atomically."""
     io.write_csv(df, csv)
     io.write_text(to_markdown(df if shown is None else shown, title), md)
+    page = table_page(title, csv, [("", df if shown is None else shown)], None if shown is None else df)
+    io.write_text(page, html_path(csv))
