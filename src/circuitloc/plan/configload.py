@@ -109,11 +109,14 @@ def overlay(cfg: dict, layer: dict) -> dict:
 
 
 def runs_own_tasks(layer: dict) -> bool:
-    """A run config (a layer with its own `models:` or `sweep:`) that lists `tasks:` runs those tasks
-    only: the tasks below that it does not name are left out, while each it names still merges onto
-    the settings below. An overlay without models (config/facts_accuracy.yaml) adjusts the tasks it
-    names and keeps the others."""
-    return ("models" in layer or "sweep" in layer) and isinstance(layer.get("tasks"), dict)
+    """A run config (a layer with its own `models:` or `sweep:`) whose `tasks:` gives a task's block
+    runs the tasks it names only: the tasks below that it does not name are left out, while each it
+    names still merges onto the settings below. An overlay without models
+    (config/facts_accuracy.yaml), or one whose `tasks:` only removes tasks (`<task>: null`), adjusts
+    the tasks it names and keeps the others."""
+    tasks = layer.get("tasks")
+    return ("models" in layer or "sweep" in layer) and isinstance(tasks, dict) and \
+        any(block is not None for block in tasks.values())
 
 
 def effective_config(default, configfiles=(), overrides=None) -> dict:
