@@ -5,11 +5,9 @@
 # other target of the run. Its own benchmark and the report's run are not in the table.
 
 
-localrules:
-    cost,
-
-
 rule cost:
+    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
+    localrule: True
     input:
         targets.cost_inputs(config),
     output:

@@ -5,10 +5,6 @@
 # `snakemake --report results/report.html` by hand does the same after any run.
 
 
-localrules:
-    report,
-
-
 rule landing:
     input:
         unpack(lambda wc: targets.landing_inputs(config)),
@@ -31,6 +27,8 @@ rule landing:
 
 
 rule report:
+    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
+    localrule: True
     input:
         targets.report_inputs(config),
         targets.LANDING,
@@ -42,4 +40,5 @@ rule report:
         from circuitloc.plan.report import build_report
         from circuitloc.plan.workflow_config import as_layer
 
-        build_report(as_layer(config, ROOT), workflow.main_snakefile, output.html, log[0])
+        build_report(as_layer(config, ROOT), workflow.main_snakefile, output.html, log[0],
+                     style=os.path.join(ROOT, "report", "style.css"))

@@ -154,3 +154,53 @@ def test_group_stages_needs_grouped_ablations_and_no_family_shared_condition():
         "config: group_stages: true runs every ablation of a model in one job; it needs group_ablations: true "
         "(set one of them false)")
     assert _resolve(no_shared)["group_stages"] is True
+
+
+def test_an_unknown_ablation_kind_is_one_line_at_plan_time_at_any_depth(tmp_path):
+    assert _error({"ablation": {"kinds": ["meen"]}}) == (
+        "config: ablation.kinds: unknown kind 'meen' (did you mean 'mean'?): expected one of zero, mean, resample "
+        "(a kind of your own: its module in task_modules)")
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models["tiny_gqa"]["ablation"] = {"kinds": ["zero", "resampel"]}
+    assert _error({"models": models}).startswith(
+        "config: models.tiny_gqa.ablation.kinds: unknown kind 'resampel' (did you mean 'resample'?)")
+    cfg = tmp_path / "meen.yaml"
+    cfg.write_text("ablation:\n  kinds: [meen]\n")
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    text = p.stdout + p.stderr
+    assert p.returncode != 0 and "Traceback" not in text and "File " not in text
+    assert [ln for ln in text.splitlines() if ln.startswith("config:")] == [
+        "config: ablation.kinds: unknown kind 'meen' (did you mean 'mean'?): expected one of zero, mean, resample "
+        "(a kind of your own: its module in task_modules)"]
+
+
+def test_a_size_error_names_the_key_the_user_wrote_not_a_models_default_override():
+    # the embedded default's toys override ioi.n_score (60): the user's own n_score = 20 > n = 10 is
+    # what the error names
+    from circuitloc.errors import ConfigError
+    from circuitloc.plan.workflow_config import layered, resolve
+    from workflow_helpers import ROOT
+
+    with pytest.raises(ConfigError) as e:
+        resolve(layered(ROOT, {}, [], {"tasks": {"ioi": {"n": 10, "n_score": 20}}}), ROOT)
+    assert str(e.value) == "config: tasks.ioi.n_score = 20 is more than tasks.ioi.n = 10: a task cannot score more prompts than it has"
+
+
+def test_a_run_config_with_its_own_models_runs_the_tasks_it_names_only(tmp_path):
+    # the README's "Your own model" shape: own models:, one task
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["tasks"] = {"ioi": layer["tasks"]["ioi"]}
+    cfg = tmp_path / "own.yaml"
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    assert {wc["task"] for _, wc in jobs if "task" in wc} == {"ioi"}
+    # the task it names still merges onto the default's settings (n_curve from the default)
+    from circuitloc.plan.workflow_config import layered, resolve
+    from workflow_helpers import ROOT
+
+    own = resolve(layered(ROOT, {}, [str(cfg)]), ROOT)
+    assert list(own["tasks"]) == ["ioi"]
+    # an overlay without models keeps every task; a run config that only removes one keeps the rest
+    assert list(_resolve({"tasks": {"facts": {"metric": "accuracy"}}})["tasks"]) == ["ioi", "induction", "facts"]
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    assert list(_resolve({"models": models, "tasks": {"facts": None}})["tasks"]) == ["ioi", "induction"]

@@ -207,3 +207,23 @@ def test_the_workflow_works_as_a_module_from_another_directory(tiny_run, tmp_pat
     reuse_models(tiny_run, caller, ["tiny_gqa"])  # a model build would add seconds and test nothing more here
     smk("results/data/ioi/tiny_gqa.parquet", "--cores", "1", cwd=caller)
     assert (caller / "results/data/ioi/tiny_gqa.parquet").is_file()
+
+
+@pytest.mark.workflow
+@pytest.mark.long(60)
+def test_the_module_renamed_runs_the_default_target_to_its_report(tmp_path):
+    """`use rule * from circuitloc as circuitloc_*` from another directory, through
+    workflow/Snakefile (snakedeploy's path): the default target runs to the report, the cost table counts the run's jobs under their own stage names (Snakemake runs
+    a module's onstart only through circuitloc's chaining), and the start block names what runs."""
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    (caller / "mine.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"], root=str(ROOT))))
+    (caller / "Snakefile").write_text(
+        'configfile: "mine.yaml"\n\n'
+        f'module circuitloc:\n    snakefile: "{ROOT / "workflow" / "Snakefile"}"\n    config: config\n\n'
+        "use rule * from circuitloc as circuitloc_*\n")
+    p = smk("--cores", CORES, cwd=caller)
+    assert (caller / "results" / "report.html").is_file()
+    assert "circuitloc: 1 models x 1 tasks (ioi) x up to 1 ablations (zero-query)" in p.stdout + p.stderr
+    cost = pl.read_csv(caller / "results" / "tables" / "cost.csv")
+    assert {"dataset", "scores", "curves"} <= set(cost["stage"].to_list()), cost

@@ -81,7 +81,7 @@ def put_back_left_out(config: dict, left_out: dict) -> None:
 def _size_keys(config: dict, task: str, model: str):
     """(n_score, n, the dotted key each comes from) of a task for a model (its override, else the
     run-wide value); n is None for a task whose size the data decide (facts: the known facts)."""
-    own = config["models"][model].get("tasks", {}).get(task) or {}
+    own = (config["models"][model].get("tasks", {}).get(task) or {}) if model else {}
     run_wide = config["tasks"][task]
 
     def pick(key):
@@ -97,13 +97,14 @@ def check_sizes(config: dict) -> None:
     and `n_score` equal to `n` leaves no held-out prompt for the curves when curves.prompts is
     heldout (the paper's `all` scores and draws curves on the same prompts)."""
     for task in config["tasks"]:
-        for model in config["models"]:
-            if (config["models"][model].get("tasks") or {}).get(task, {}) is None:
+        for model in (None, *config["models"]):  # None: the run-wide values, which the user may have written
+            spec = config["models"].get(model) or {}
+            if (spec.get("tasks") or {}).get(task, {}) is None:
                 continue  # the model leaves the task out
             (n_score, score_key), (n, n_key) = _size_keys(config, task, model)
             if n is None or n_score is None:
                 continue
-            prompts = {**config["curves"], **config["models"][model].get("curves", {})}.get("prompts")
+            prompts = {**config["curves"], **spec.get("curves", {})}.get("prompts")
             if n_score > n:
                 raise ConfigError(f"config: {score_key} = {n_score} is more than {n_key} = {n}: a task cannot "
                                   f"score more prompts than it has")

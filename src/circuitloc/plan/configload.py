@@ -103,13 +103,27 @@ def overlay(cfg: dict, layer: dict) -> dict:
             cfg = {**cfg, key: {}}
     if "sweep" in layer and "models" not in layer:  # a sweep config brings its toys: none of the default's
         cfg = {**cfg, "models": {}}
+    if runs_own_tasks(layer) and isinstance(cfg.get("tasks"), dict):
+        cfg = {**cfg, "tasks": {t: block for t, block in cfg["tasks"].items() if t in layer["tasks"]}}
     return merge(cfg, layer)
+
+
+def runs_own_tasks(layer: dict) -> bool:
+    """A run config (a layer with its own `models:` or `sweep:`) whose `tasks:` gives a task's block
+    runs the tasks it names only: the tasks below that it does not name are left out, while each it
+    names still merges onto the settings below. An overlay without models
+    (config/facts_accuracy.yaml), or one whose `tasks:` only removes tasks (`<task>: null`), adjusts
+    the tasks it names and keeps the others."""
+    tasks = layer.get("tasks")
+    return ("models" in layer or "sweep" in layer) and isinstance(tasks, dict) and \
+        any(block is not None for block in tasks.values())
 
 
 def effective_config(default, configfiles=(), overrides=None) -> dict:
     """The default file, then each config file, then the `--config` overrides (a mapping), each
     merged onto what came before (see `merge`); a layer's `models:` replaces the models below it, and
-    so does a layer's `sweep:` section (its toys are the models) when it has no `models:`."""
+    so does a layer's `sweep:` section (its toys are the models) when it has no `models:`; such a
+    layer's `tasks:` replaces the set of tasks below it (`runs_own_tasks`)."""
     cfg = load_layer(default) if default else {}
     for path in configfiles or ():
         cfg = overlay(cfg, load_layer(path))

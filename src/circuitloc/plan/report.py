@@ -22,7 +22,7 @@ def report_text(root) -> str:
     return landing if os.path.exists(landing) else os.path.join(root, "report", "workflow.rst")
 
 
-def build_report(layer, snakefile, html, log_path) -> None:
+def build_report(layer, snakefile, html, log_path, style=None) -> None:
     """Write the report of the run of `snakefile` with the config `layer` (the run's resolved config
     as a layer: plan.workflow_config.as_layer) to `html`; Snakemake's output to `log_path`. No
     executor profile: the report is built here, in this process's machine."""
@@ -31,7 +31,7 @@ def build_report(layer, snakefile, html, log_path) -> None:
         cfg.write_text(yaml.safe_dump(dict(layer), sort_keys=False))
         meta = Path(tmp) / "metadata.yaml"
         meta.write_text(yaml.safe_dump(_metadata(layer), sort_keys=False))
-        style = Path(snakefile).parent / "report" / "style.css"
+        style = style or Path(snakefile).parent / "report" / "style.css"  # style: the workflow's, as a module
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", os.getcwd(),
                "--configfile", str(cfg), "--nolock", "--report", str(html),
                "--report-metadata", str(meta), "--report-stylesheet", str(style)]

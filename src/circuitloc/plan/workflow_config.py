@@ -4,6 +4,7 @@ the prepared config (plan.views, plan.targets, plan.groups, plan.inputs)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -70,6 +71,30 @@ def register_task_modules(names) -> None:
         raise ConfigError(f"config: task_modules: {e}") from None
 
 
+def _ablation_blocks(cfg: dict):
+    """(dotted key, ablation block) of the run, of each model and of the sweep's model recipe."""
+    yield "ablation", cfg.get("ablation")
+    for name, spec in (cfg.get("models") or {}).items():
+        yield f"models.{name}.ablation", (spec or {}).get("ablation") if isinstance(spec, dict) else None
+    sweep = cfg.get("sweep")
+    model = sweep.get("model") if isinstance(sweep, dict) else None
+    yield "sweep.model.ablation", model.get("ablation") if isinstance(model, dict) else None
+
+
+def check_kinds(cfg: dict) -> None:
+    """Every ablation kind a config names is a registered kind (built in, or of a module in
+    task_modules): one line naming the key, where the rules would otherwise fail with a traceback.
+    Run after the schema (kinds is then a list of names)."""
+    known = vocab.kinds()
+    for where, block in _ablation_blocks(cfg):
+        for kind in (block or {}).get("kinds") or () if isinstance(block, dict) else ():
+            if kind not in known:
+                close = difflib.get_close_matches(kind, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"config: {where}.kinds: unknown kind {kind!r}{hint}: expected one of "
+                                  f"{', '.join(known)} (a kind of your own: its module in task_modules)")
+
+
 def resolve(cfg: dict, root) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
     filled in, the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
@@ -86,6 +111,7 @@ def resolve(cfg: dict, root) -> dict:
     if isinstance(cfg.get("tasks"), dict):
         check_task_names(cfg["tasks"])
     validate(cfg, schema)
+    check_kinds(cfg)
     put_back_left_out(cfg, left_out)
     cfg["models"] = with_sweep(cfg.get("models"), cfg.get("sweep"))
     # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
