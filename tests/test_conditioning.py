@@ -10,6 +10,7 @@ import pytest
 from circuitloc.engine import ablation as A
 from circuitloc.report.tables import table1, table2
 from circuitloc.stats import Bootstrap, span_interval
+from helpers import model_card
 
 
 def _frames(clean, span_lo, n_curve=100, n_units=4):
@@ -30,7 +31,7 @@ def _frames(clean, span_lo, n_curve=100, n_units=4):
     return s, c
 
 
-CARD = {"family": "f", "attention": "gqa", "n_params": 1000}
+CARD = model_card(family="f", attention="gqa", n_params=1000)
 
 
 def test_a_clean_metric_near_its_floor_reports_no_percentage():

@@ -4,6 +4,7 @@ outputs are stand-in files, so no model is trained or run)."""
 
 import os
 
+import polars as pl
 import pytest
 import yaml
 from workflow_helpers import copy_workflow, planned_jobs, smk, stand_in_outputs
@@ -41,7 +42,8 @@ def _dry(run, *args):
 def _build_finished(run):
     copy_workflow(run)
     (run / "inputs.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
-    (run / "fahamu.parquet").write_bytes(b"stand-in: a dry run never reads it\n")
+    # a dry run never reads its sentences, but checks the file is a parquet with their column
+    pl.DataFrame({"ioi_sentences": ["stand-in"]}).write_parquet(run / "fahamu.parquet")
     out = smk("-n", "--configfile", "inputs.yaml", cwd=run).stdout
     stand_in_outputs(run, out)
     smk("--touch", "--cores", "1", "--configfile", "inputs.yaml", cwd=run)  # records, mtimes in DAG order
@@ -80,7 +82,11 @@ def test_editing_a_resource_plans_exactly_its_dependent_jobs(finished, resource)
     path = finished / resource
     original, st = path.read_bytes(), path.stat()
     try:
-        path.write_bytes(original + b"\n")  # an edit: new content (a mere touch may be recognised by checksum)
+        # an edit: new content (a mere touch may be recognised by checksum); a parquet stays one
+        if path.suffix == ".parquet":
+            pl.DataFrame({"ioi_sentences": ["stand-in, edited"]}).write_parquet(path)
+        else:
+            path.write_bytes(original + b"\n")
         planned = _dry(finished)
     finally:  # the file as it was, content and time: the run is up to date again for the other cases
         path.write_bytes(original)

@@ -84,7 +84,10 @@ def check_user_files(config, root) -> None:
                 if (kind, path) in seen or not os.path.isfile(path):
                     continue  # a missing file: Snakemake names it as a missing input
                 seen.add((kind, path))
-                if kind == "facts":
-                    facts_lines(path)
-                elif kind == "fahamu":
-                    check_parquet(path, "ioi_sentences")
+                check = CHECKS.get(kind)  # by the file's input key, as the task names its inputs
+                if check:
+                    check(path)
+
+
+# the check of each kind of user file, by the input key a task's `inputs` gives it
+CHECKS = {"facts": facts_lines, "fahamu": lambda path: check_parquet(path, "ioi_sentences")}

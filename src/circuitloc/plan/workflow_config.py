@@ -85,7 +85,7 @@ def check_kinds(cfg: dict) -> None:
     """Every ablation kind a config names is a registered kind (built in, or of a module in
     task_modules): one line naming the key, where the rules would otherwise fail with a traceback.
     Run after the schema (kinds is then a list of names)."""
-    known = vocab.kinds()
+    known = registry.kinds()
     for where, block in _ablation_blocks(cfg):
         for kind in (block or {}).get("kinds") or () if isinstance(block, dict) else ():
             if kind not in known:
