@@ -2,7 +2,6 @@
 # Stages: models -> datasets -> scores -> curves -> tables / figures (see README).
 import os
 import sys
-import time
 
 from snakemake.utils import min_version
 
@@ -46,59 +45,31 @@ include: "rules/cost.smk"
 include: "rules/report.smk"
 
 
-# A failed job's reason is in its own log: print it last, where the user is looking.
-_STARTED = time.time()
-# This workflow's rule names as the run knows them: a caller's `use rule * from circuitloc as x_*`
-# renames them (plan.dag.own_rule_name maps them back).
-_RENAMED = workflow.modifier.modify_rulename("\0")
+# onstart, onsuccess, onerror (plan.handlers): what the run says when it starts and how it ends,
+# and the DAG record the cost table reads. Snakemake runs them for the main Snakefile only; used as a
+# module (`use rule * from circuitloc`), they run before the caller's own (a caller's handler defined
+# after its `use rule` replaces them: it may call circuitloc's in turn, see docs/configuration.md).
+from circuitloc.plan.handlers import Handlers  # noqa: E402
 
-
-# The cost table's job list is Snakemake's own DAG, recorded once it is built (rules/cost.smk), by
-# the run that makes the cost table only: Snakemake's lock lets one run at a time make it, so a
-# concurrent run on other targets never replaces its record.
-def _on_start(log=None):
-    from circuitloc.plan.command import record as record_command
-    from circuitloc.plan.dag import own_rule_name, plan_summary, record_dag
-
-    # the user's command, for the jobs' recovery hints (circuitloc.plan.command)
-    record_command(sys.argv, workflow.dag_settings.targets, workflow.workdir_init)
-    name = lambda rule: own_rule_name(rule, _RENAMED)
-    print(plan_summary(config, workflow.dag.needrun_jobs()), file=sys.stderr)
-    if any(name(j.rule.name) == "cost" for j in workflow.dag.needrun_jobs()):
-        record_dag(workflow.dag.jobs, DAG_RECORD, exclude=("cost", "report", "all"), rule_name=name)
-
-
-def _on_success(log=None):
-    from circuitloc.plan.console import report_ready
-
-    report_ready(targets.REPORT)
-
-
-def _on_error(log=None):
-    from circuitloc.plan.console import explain_failures
-
-    explain_failures(log, since=_STARTED)
+HANDLERS = Handlers(workflow, config, DAG_RECORD, targets.REPORT)
 
 
 onstart:
-    _on_start(log)
+    HANDLERS.start(log)
 
 
 onsuccess:
-    _on_success(log)
+    HANDLERS.success(log)
 
 
 onerror:
-    _on_error(log)
+    HANDLERS.error(log)
 
 
-# Snakemake runs the handlers above for the main Snakefile only; used as a module (`use rule * from
-# circuitloc`), they run before the caller's own (a caller's handler defined after its `use rule`
-# replaces them: it may call circuitloc's in turn, see docs/configuration.md).
 if not workflow.modifier.is_main_snakefile():
     from circuitloc.plan.dag import chain_handlers  # noqa: E402
 
-    chain_handlers(workflow, start=_on_start, success=_on_success, error=_on_error)
+    chain_handlers(workflow, start=HANDLERS.start, success=HANDLERS.success, error=HANDLERS.error)
 
 
 rule all:

@@ -38,7 +38,5 @@ rule report:
         "results/logs/report.log",
     run:
         from circuitloc.plan.report import build_report
-        from circuitloc.plan.workflow_config import as_layer
 
-        build_report(as_layer(config, ROOT), workflow.main_snakefile, output.html, log[0],
-                     style=os.path.join(ROOT, "report", "style.css"))
+        build_report(config, ROOT, workflow.main_snakefile, output.html, log[0])

@@ -6,7 +6,7 @@ import torch
 
 from circuitloc.tasks.induction import induction_scores, previous_token_scores
 from circuitloc.models.card import make_card
-from circuitloc.models.load import load
+from circuitloc.models.load import load, load_tokenizer
 from circuitloc.models.toy import train_toy
 from circuitloc.tasks import induction
 from circuitloc.tasks.common import pad_right
@@ -21,7 +21,7 @@ def test_induction_head_is_above_a_previous_token_head(tmp_path):
             "acceptance": {"enforce": False}}
     result = train_toy(spec, tmp_path / "toy", log=lambda *a: None)
     assert result["checks"]["icl_loss"] < 0.5, result["checks"]  # induction was learned (about 12 s; 0.015 here)
-    _, tok = load({"path": str(tmp_path / "toy")})
+    tok = load_tokenizer(str(tmp_path / "toy"))
     card = make_card("toy", {"source": "toy"}, str(tmp_path / "toy"), tok)
     bridge, tok = load(card)
     df = induction.sequences(induction.candidate_tokens(tok), 50, (4, 8), (10, 16), seed=5, bos_id=tok.bos_token_id)

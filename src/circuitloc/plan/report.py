@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from circuitloc.plan.targets import LANDING  # written by rule landing
+from circuitloc.plan.workflow_config import as_layer
 
 
 def report_text(root) -> str:
@@ -22,16 +23,18 @@ def report_text(root) -> str:
     return landing if os.path.exists(landing) else os.path.join(root, "report", "workflow.rst")
 
 
-def build_report(layer, snakefile, html, log_path, style=None) -> None:
-    """Write the report of the run of `snakefile` with the config `layer` (the run's resolved config
-    as a layer: plan.workflow_config.as_layer) to `html`; Snakemake's output to `log_path`. No
-    executor profile: the report is built here, in this process's machine."""
+def build_report(config, root, snakefile, html, log_path) -> None:
+    """Write the report of the run of `snakefile` with the run's resolved `config` (passed on as a
+    layer: plan.workflow_config.as_layer) to `html`, styled by the checkout `root`'s stylesheet (a
+    caller's Snakefile, using circuitloc as a module, has none); Snakemake's output to `log_path`.
+    No executor profile: the report is built here, in this process's machine."""
+    layer = as_layer(config, root)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump(dict(layer), sort_keys=False))
         meta = Path(tmp) / "metadata.yaml"
         meta.write_text(yaml.safe_dump(_metadata(layer), sort_keys=False))
-        style = style or Path(snakefile).parent / "report" / "style.css"  # style: the workflow's, as a module
+        style = Path(root) / "report" / "style.css"
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", os.getcwd(),
                "--configfile", str(cfg), "--nolock", "--report", str(html),
                "--report-metadata", str(meta), "--report-stylesheet", str(style)]

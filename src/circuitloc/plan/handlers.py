@@ -1,0 +1,46 @@
+"""What a run does when it starts, succeeds or fails (the Snakefile's onstart, onsuccess and
+onerror), as one record of the workflow, so that the same handlers serve a standalone run and a
+caller that uses circuitloc as a module (plan.dag.chain_handlers: Snakemake runs the main
+Snakefile's handlers only)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from circuitloc.plan.command import record as record_command
+from circuitloc.plan.console import explain_failures, report_ready
+from circuitloc.plan.dag import own_rule_name, plan_summary, record_dag
+
+
+class Handlers:
+    """The run's handlers: `workflow` and `config` as the Snakefile has them, `dag_record` the file
+    the cost job reads the DAG from, `report` the report's path (said last on success)."""
+
+    def __init__(self, workflow, config, dag_record: str, report: str):
+        self.workflow, self.config, self.dag_record, self.report = workflow, config, dag_record, report
+        self.started = time.time()  # a failure summary names the logs of jobs that failed since
+        # this workflow's rule names as the run knows them: a caller's `use rule * from circuitloc
+        # as x_*` renames them (own_rule_name maps them back)
+        self.renamed = workflow.modifier.modify_rulename("\0")
+
+    def name(self, rule: str) -> str:
+        return own_rule_name(rule, self.renamed)
+
+    def start(self, log=None) -> None:
+        """Record the user's command (the jobs' recovery hints print it back), say what will run,
+        and record the DAG for the cost job when this run makes the cost table: Snakemake's lock lets
+        one run at a time make it, so a concurrent run on other targets never replaces its record."""
+        wf = self.workflow
+        record_command(sys.argv, wf.dag_settings.targets, wf.workdir_init)
+        jobs = list(wf.dag.needrun_jobs())
+        print(plan_summary(self.config, jobs), file=sys.stderr)
+        if any(self.name(j.rule.name) == "cost" for j in jobs):
+            record_dag(wf.dag.jobs, self.dag_record, exclude=("cost", "report", "all"), rule_name=self.name)
+
+    def success(self, log=None) -> None:
+        report_ready(self.report)
+
+    def error(self, log=None) -> None:
+        """A failed job's reason is in its own log: print it last, where the user is looking."""
+        explain_failures(log, since=self.started)
