@@ -167,7 +167,7 @@ def test_compare_reads_the_held_out_top_head_score_where_the_curves_were_held_ou
 
 
 def test_specificity_verdict_decides_a_cut_only_outside_its_interval():
-    """Issue 31 item 7: 0.5084 against the 0.5 cut with an interval 0.2 wide decides nothing."""
+    """0.5084 against the 0.5 cut with an interval 0.2 wide decides nothing."""
     nan = float("nan")
     assert specificity_verdict([0.5084, 0.1], nan, intervals=([(0.41, 0.61), (0.05, 0.15)], (nan, nan))) == \
         "unclear (partly shared or breaks other tasks)"

@@ -1,4 +1,4 @@
-"""Report captions read the configured heads-to threshold (issue 22 item 3): rendered as Snakemake
+"""Report captions read the configured heads-to threshold: rendered as Snakemake
 renders them (Jinja2 with a `snakemake` object), a 0.9 threshold says 90% and heads_to_90 everywhere."""
 
 from types import SimpleNamespace

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc.engine import ablation as A
+from circuitloc.engine import ablation
 from circuitloc.report.tables import table1, table2
 from circuitloc.stats import Bootstrap, span_interval
 from helpers import model_card
@@ -82,5 +82,5 @@ def test_the_span_interval_is_a_bootstrap_of_clean_minus_floor():
     # a loss: floor - clean
     lo, _ = span_interval(np.full(10, 1.0), np.full(10, 4.0), False, Bootstrap(100, 0))
     assert lo == pytest.approx(3.0)
-    assert A.clean_span(clean, 0.0, type("T", (), {"higher_is_better": True}), Bootstrap(2000, 0)) == (
+    assert ablation.clean_span(clean, 0.0, type("T", (), {"higher_is_better": True}), Bootstrap(2000, 0)) == (
         span_interval(clean, 0.0, True, Bootstrap(2000, 0)))

@@ -133,18 +133,18 @@ def test_the_recorded_dag_gives_each_jobs_stage_model_and_benchmark(tmp_path):
     """Snakemake's jobs become [stage, model, benchmark file] in pipeline order; a rule made per group
     of ablations counts under its stage; a job without a benchmark is left out; a missing benchmark
     file is reported, not read."""
-    from types import SimpleNamespace as NS
+    from types import SimpleNamespace
 
     from circuitloc.plan.dag import dag_jobs, record_dag
 
     def job(rule, bench, **wc):
         if bench:
             (tmp_path / bench).write_text("x")
-        return NS(rule=NS(name=rule), wildcards_dict=wc, benchmark=str(tmp_path / bench) if bench else None)
+        return SimpleNamespace(rule=SimpleNamespace(name=rule), wildcards_dict=wc, benchmark=str(tmp_path / bench) if bench else None)
 
     jobs = [job("tables", "t.tsv", task="ioi"), job("scores__zero_mean__query", "s.tsv", task="ioi", model="a"),
             job("model", "m.tsv", model="a"), job("all", None), job("report", None), job("cost", "c.tsv")]
-    jobs.append(NS(rule=NS(name="curves"), wildcards_dict={"model": "a"}, benchmark=str(tmp_path / "gone.tsv")))
+    jobs.append(SimpleNamespace(rule=SimpleNamespace(name="curves"), wildcards_dict={"model": "a"}, benchmark=str(tmp_path / "gone.tsv")))
     record = tmp_path / "dag.json"
     rec = record_dag(jobs, record, exclude=("cost",))
     assert [(s, m) for s, m, _ in rec] == [("model", "a"), ("scores", "a"), ("curves", "a"), ("tables", None)]

@@ -29,8 +29,8 @@ def private_uses(source: str) -> list[str]:
 
 
 def test_the_check_sees_private_names():
-    bad = "from .scan import Scanner, _out_proj\nimport circuitloc.engine.scan as S\ndef f(sc):\n" \
-          "    S._skip\n    return sc._body(1, 2), sc.__class__, sc.run"
+    bad = "from .scan import Scanner, _out_proj\nfrom circuitloc.engine import scan\ndef f(sc):\n" \
+          "    scan._skip\n    return sc._body(1, 2), sc.__class__, sc.run"
     assert private_uses(bad) == ["from scan import _out_proj", "._skip (line 4)", "._body (line 5)"]
 
 

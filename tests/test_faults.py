@@ -12,9 +12,9 @@ from helpers import card_for
 from workflow_helpers import copy_workflow, smk
 
 from circuitloc import io
-from circuitloc import runner as R
-from circuitloc.engine import datasets as D
-from circuitloc.engine import pipeline as P
+from circuitloc import runner
+from circuitloc.engine import datasets
+from circuitloc.engine import pipeline
 from circuitloc.engine.job import read_ranked
 from circuitloc.engine.scan import Scanner
 from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
@@ -35,7 +35,7 @@ def ioi_job(tmp_path_factory, tiny_dirs):
     root = tmp_path_factory.mktemp("faults")
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     # the test tokenizer's closed vocabulary lacks most words of the templates: keep those prompts
-    D.build_dataset(_job(card), {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"},
+    datasets.build_dataset(_job(card), {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"},
                     None, root / "ioi.parquet", root / "ioi.filter.json")
     return card, root / "ioi.parquet"
 
@@ -73,7 +73,7 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
     card, data = ioi_job
     scores = tmp_path / "ok.parquet"
     if stage == "curve":  # a clean scores file first, then poison the curve's steps
-        P.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(scores, tmp_path / "ok.prompts.parquet"))
+        pipeline.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(scores, tmp_path / "ok.prompts.parquet"))
         top = read_ranked(scores).row(0, named=True)
         layer, head = int(top["layer"]), int(top["head"])
     else:
@@ -83,10 +83,10 @@ def test_nan_in_one_ablation_fails_the_job_and_writes_nothing(ioi_job, tmp_path,
            "curve": [tmp_path / "c.parquet", tmp_path / "c.control.parquet"]}[stage]
     with pytest.raises(NonFiniteError) as e:
         if stage == "score":
-            P.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(*out))
+            pipeline.score(_job(card, bootstrap=BOOT), data, "zero-query", ScoreFiles(*out))
         else:
             cfg = {"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "all"}
-            P.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, *out))
+            pipeline.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, *out))
     msg = str(e.value)
     for part in ("model tinyq", "task ioi", "ablation zero-query", f"L{layer}H{head}", "float32", "NaN"):
         assert part in msg, (part, msg)
@@ -98,7 +98,7 @@ def test_nan_error_is_one_line_from_run(ioi_job, tmp_path, monkeypatch, capsys):
     card, data = ioi_job
     monkeypatch.setattr(Scanner, "_ablating", _poison(0, 1))
     with pytest.raises(SystemExit) as e:
-        R.run(P.score, _job(card), data, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
+        runner.run(pipeline.score, _job(card), data, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
     assert e.value.code == 1
     assert "circuitloc error: model tinyq" in capsys.readouterr().err
 
@@ -109,7 +109,7 @@ def test_truncated_dataset_parquet_is_named(ioi_job, tmp_path):
     raw = data.read_bytes()
     bad.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ArtifactError, match=rf"{bad}: not a readable parquet file, truncated or corrupt"):
-        P.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
+        pipeline.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
     assert not (tmp_path / "s.parquet").exists()
 
 
@@ -118,7 +118,7 @@ def test_dataset_missing_a_column_is_named(ioi_job, tmp_path):
     bad = tmp_path / "ioi.parquet"
     pl.read_parquet(data).drop("io_id").write_parquet(bad)
     with pytest.raises(ArtifactError, match=rf"{bad}: this ioi dataset lacks column\(s\) \['io_id'\]"):
-        P.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
+        pipeline.score(_job(card), bad, "zero-query", ScoreFiles(tmp_path / "s.parquet", tmp_path / "p.parquet"))
 
 
 def test_scores_missing_a_column_is_named(tmp_path):
@@ -136,7 +136,7 @@ def test_card_that_is_not_json_is_named(tmp_path, capsys, content, what):
     with pytest.raises(ArtifactError, match=rf"{card}: not .*{what}"):
         io.read_json(card)
     with pytest.raises(SystemExit):  # what the job scripts do: one line, no traceback
-        R.run(io.read_json, card)
+        runner.run(io.read_json, card)
     assert f"circuitloc error: {card}: not" in capsys.readouterr().err
 
 

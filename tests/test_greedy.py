@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import model_card
 
-from circuitloc.engine import ablation as A
+from circuitloc.engine import ablation
 
 
 class _Task:
@@ -40,7 +40,7 @@ class _Scanner:
 
 
 def _units(n=6):
-    return A.units(model_card(n_layers=1, n_heads=n, n_kv_heads=n), "query")
+    return ablation.units(model_card(n_layers=1, n_heads=n, n_kv_heads=n), "query")
 
 
 def test_greedy_chooses_on_the_selection_prompts_and_reports_on_the_held_out_ones():
@@ -50,8 +50,8 @@ def test_greedy_chooses_on_the_selection_prompts_and_reports_on_the_held_out_one
     scoring = _Prompts("scoring", {"L0H1": 6.0, "L0H0": 1.0, "L0H2": 0.5})
     heldout = _Prompts("heldout", {"L0H0": 6.0, "L0H1": 2.0, "L0H2": 0.5})
     sel, rep = _Scanner(units), _Scanner(units)
-    rows = A.greedy_curve(A.Probe(rep, heldout, _Task), units, A.Baseline(10.0, 0.0), A.Greedy(3, 2),
-                          select=(A.Probe(sel, scoring, _Task), 10.0))
+    rows = ablation.greedy_curve(ablation.Probe(rep, heldout, _Task), units, ablation.Baseline(10.0, 0.0), ablation.Greedy(3, 2),
+                          select=(ablation.Probe(sel, scoring, _Task), 10.0))
     assert [r["unit"] for r in rows] == ["L0H1", "L0H0"]  # the scoring prompts' order
     # reported on the held-out prompts: 10 - 2 after L0H1, 10 - 8 after L0H0 as well
     assert [r["m"] for r in rows] == pytest.approx([8.0, 2.0])
@@ -65,7 +65,7 @@ def test_greedy_steps_run_past_the_candidate_pool():
     units = _units(6)
     w = {u["unit"]: 1.0 + i for i, u in enumerate(units)}
     p = _Prompts("p", w)
-    rows = A.greedy_curve(A.Probe(_Scanner(units), p, _Task), units, A.Baseline(10.0, -100.0), A.Greedy(2, 5))
+    rows = ablation.greedy_curve(ablation.Probe(_Scanner(units), p, _Task), units, ablation.Baseline(10.0, -100.0), ablation.Greedy(2, 5))
     chosen = [r["unit"] for r in rows]
     assert len(chosen) == 5 and len(set(chosen)) == 5
     # each step takes the better of the next two in rank order: L0H1 (2.0) over L0H0, then L0H2 ...

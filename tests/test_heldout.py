@@ -11,7 +11,7 @@ from helpers import card_for, ioi_shaped
 from workflow_helpers import ROOT
 
 from circuitloc import io
-from circuitloc.engine import pipeline as P
+from circuitloc.engine import pipeline
 from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
 from circuitloc.errors import DatasetError
 from circuitloc.report.tables import table1, table2
@@ -110,12 +110,12 @@ def _record_job_rows(monkeypatch) -> list:
     """The dataset rows of every AblationJob the pipeline builds, in order."""
     seen = []
 
-    class Spy(P.AblationJob):
+    class Spy(pipeline.AblationJob):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             seen.append(self.rows_in_full.copy())
 
-    monkeypatch.setattr(P, "AblationJob", Spy)
+    monkeypatch.setattr(pipeline, "AblationJob", Spy)
     return seen
 
 
@@ -123,9 +123,9 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     card, data = ioi_job
     seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
+    pipeline.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
-    P.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
+    pipeline.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy())
     assert seen[0].tolist() == scoring.tolist()
     assert not set(seen[1].tolist()) & set(scoring.tolist()) and len(seen[1]) == 24 - 8
@@ -145,7 +145,7 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     assert t2["curve_prompts"][0] == "heldout" and t2["n_curve_prompts"][0] == 16
     # all: the first n_curve rows, the scoring rows among them
     seen.clear()
-    P.curve(_job(card, curves=CurveSettings.of({**cfg, "prompts": "all", "n_curve": 12})), data, "zero-query", CurveFiles(scores, curve, ctrl))
+    pipeline.curve(_job(card, curves=CurveSettings.of({**cfg, "prompts": "all", "n_curve": 12})), data, "zero-query", CurveFiles(scores, curve, ctrl))
     assert seen[0].tolist() == list(range(12)) and io.read_parquet(curve)["prompts"][0] == "all"
 
 
@@ -165,9 +165,9 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     data = tmp_path / "facts.parquet"
     io.write_parquet(_facts_rows(14, 6, 20), data)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(_job(card, "facts"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
+    pipeline.score(_job(card, "facts"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked"], "control_draws": 2, "prompts": "heldout"}
-    P.curve(_job(card, "facts", curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
+    pipeline.curve(_job(card, "facts", curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
     s, c = io.read_parquet(scores), io.read_parquet(curve)
     assert s["metric"][0] == "margin" and {"margin_clean", "accuracy_clean", "logprob_clean"} <= set(s.columns)
     assert (s["floor"] == 0).all() and c["floor"][0] == 0 and c["prompts"][0] == "heldout"
@@ -177,7 +177,7 @@ def test_facts_scores_and_curves_use_the_chosen_metric_and_keep_accuracy(tiny_di
     assert cols.index("baseline_margin") < cols.index("baseline_accuracy")  # the first baseline: the ranked one
     assert 0 <= t1["baseline_accuracy"][0] <= 1 and "top_head_score_heldout" in cols
     # accuracy as the ranking metric: the same job on the old metric
-    P.score(_job(card, "facts", metric="accuracy"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
+    pipeline.score(_job(card, "facts", metric="accuracy"), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     s = io.read_parquet(scores)
     assert s["metric"][0] == "accuracy" and "margin_clean" in s.columns
     assert set(np.round(s["accuracy_ablated"].to_numpy() * 6, 6)) <= set(range(7))  # steps of 1/n
@@ -207,10 +207,10 @@ def test_greedy_curve_job_chooses_on_scoring_rows_and_reports_on_held_out_rows(i
     card, data = ioi_job
     seen = _record_job_rows(monkeypatch)
     scores, curve, ctrl = tmp_path / "s.parquet", tmp_path / "c.parquet", tmp_path / "c.control.parquet"
-    P.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
+    pipeline.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
     cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 2,
            "greedy_steps": 4, "control_draws": 2, "prompts": "heldout"}
-    P.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
+    pipeline.curve(_job(card, curves=CurveSettings.of(cfg)), data, "zero-query", CurveFiles(scores, curve, ctrl))
     scoring = np.flatnonzero(io.read_parquet(data)["score"].to_numpy()).tolist()
     assert len(seen) == 3, "a score job, the curve job and the greedy selection job"
     assert seen[2].tolist() == scoring and not set(seen[1].tolist()) & set(scoring)

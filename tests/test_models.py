@@ -45,10 +45,10 @@ def test_missing_local_directory_names_it(tmp_path):
 
 
 def test_hub_model_not_cached_offline_says_where_it_looked(monkeypatch, tmp_path):
-    import huggingface_hub.constants as c
+    from huggingface_hub import constants
 
-    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(ModelSourceError) as e:
         resolve_hf("pythia", "EleutherAI/pythia-nonexistent-1m")
     msg = str(e.value)

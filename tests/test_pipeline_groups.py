@@ -10,7 +10,7 @@ from polars.testing import assert_frame_equal
 from workflow_helpers import ROOT
 
 from circuitloc import io, resume
-from circuitloc.engine import pipeline as P
+from circuitloc.engine import pipeline
 from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles, SpecificityFiles
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.common import mark_scoring
@@ -53,10 +53,10 @@ def test_one_job_per_task_and_model_equals_one_job_per_ablation(data):
     alone, grouped = _paths(root, "alone"), _paths(root, "grouped")
     job = _job(card, bootstrap=BOOT, curves=CurveSettings.of(CFG))
     for a in ABLATIONS:  # the old way: a fresh model and dataset for every ablation
-        P.score(job, dataset, a, _score_files(alone, [a])[0])
-        P.curve(job, dataset, a, _curve_files(alone, [a])[0])
-    P.for_each_ablation(P.score, job, dataset, dict(zip(ABLATIONS, _score_files(grouped, ABLATIONS))))
-    P.for_each_ablation(P.curve, job, dataset, dict(zip(ABLATIONS, _curve_files(grouped, ABLATIONS))))
+        pipeline.score(job, dataset, a, _score_files(alone, [a])[0])
+        pipeline.curve(job, dataset, a, _curve_files(alone, [a])[0])
+    pipeline.for_each_ablation(pipeline.score, job, dataset, dict(zip(ABLATIONS, _score_files(grouped, ABLATIONS))))
+    pipeline.for_each_ablation(pipeline.curve, job, dataset, dict(zip(ABLATIONS, _curve_files(grouped, ABLATIONS))))
     for a in ABLATIONS:
         for k in ("scores", "prompts", "curve", "control"):
             got, want = io.read_parquet(str(grouped[a]).format(k)), io.read_parquet(str(alone[a]).format(k))
@@ -72,7 +72,7 @@ def test_one_specificity_job_per_model_equals_one_job_per_ablation(data, tmp_pat
     job = _job(card, bootstrap=BOOT)
     abls = ["zero-query", "resample-kv", "mean-layer"]
     for a in abls:
-        P.score(job, dataset, a, ScoreFiles(str(tmp_path / f"{a}.scores.parquet"), str(tmp_path / f"{a}.pp.parquet")))
+        pipeline.score(job, dataset, a, ScoreFiles(str(tmp_path / f"{a}.scores.parquet"), str(tmp_path / f"{a}.pp.parquet")))
 
     def files(way, a):
         return SpecificityFiles(datasets={"ioi": str(dataset)}, scores={"ioi": str(tmp_path / f"{a}.scores.parquet")},
@@ -80,9 +80,9 @@ def test_one_specificity_job_per_model_equals_one_job_per_ablation(data, tmp_pat
 
     for a in abls:  # the old way: a job per ablation, its seed set before it loads the model
         torch.manual_seed(job.seed)
-        P.specificity(job, a, files("alone", a))
+        pipeline.specificity(job, a, files("alone", a))
     torch.manual_seed(123)  # whatever state the job is in: each ablation starts from the job's seed
-    P.specificity_each(job, {a: files("grouped", a) for a in abls})
+    pipeline.specificity_each(job, {a: files("grouped", a) for a in abls})
     got = {a: io.read_parquet(files("grouped", a).out) for a in abls}
     for a in abls:
         assert got[a].height == 1 and got[a]["ablation"].to_list() == [a]
@@ -93,7 +93,7 @@ def test_one_specificity_job_per_model_equals_one_job_per_ablation(data, tmp_pat
 def test_a_failing_ablation_names_itself(data, tmp_path):
     _, card, dataset = data
     with pytest.raises(Exception, match="bogus"):
-        P.for_each_ablation(P.score, _job(card), dataset,
+        pipeline.for_each_ablation(pipeline.score, _job(card), dataset,
                             {"zero-query": ScoreFiles(tmp_path / "a.parquet", tmp_path / "a.p.parquet"),
                              "bogus-query": ScoreFiles(tmp_path / "b.parquet", tmp_path / "b.p.parquet")})
     assert pl.read_parquet(tmp_path / "a.parquet").height > 0  # the ablation before it was written
@@ -112,10 +112,10 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
         calls.append(ablation)
         if ablation == "mean-query":
             raise RuntimeError("killed")
-        return P.score(job, data, ablation, out, **k)
+        return pipeline.score(job, data, ablation, out, **k)
 
     with pytest.raises(RuntimeError, match="killed"):
-        P.for_each_ablation(failing_third, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
+        pipeline.for_each_ablation(failing_third, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
     first = io.read_parquet(outs[0].scores)
     for out in outs:  # what Snakemake does with a failed job's outputs
         for p in out.outputs():
@@ -124,9 +124,9 @@ def test_a_killed_job_keeps_its_finished_ablations_for_the_rerun(data, tmp_path)
 
     def counting(job, data, ablation, out, **k):
         calls.append(ablation)
-        return P.score(job, data, ablation, out, **k)
+        return pipeline.score(job, data, ablation, out, **k)
 
-    P.for_each_ablation(counting, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
+    pipeline.for_each_ablation(counting, _job(card), dataset, dict(zip(abls, outs)), stash=resume.Stash(tmp_path / "stash", key))
     assert calls == ["mean-query"]
     assert_frame_equal(io.read_parquet(outs[0].scores), first, check_exact=True)
     assert all(p.exists() for out in outs for p in out.outputs())

@@ -4,7 +4,7 @@ run makes, and that only `prepare` changes the config or the environment."""
 
 import copy
 import os
-from types import SimpleNamespace as NS
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -23,8 +23,8 @@ def _config(**layer):
 def test_prepare_replaces_snakemakes_config_in_place_and_sets_the_task_modules_for_jobs(monkeypatch):
     monkeypatch.delenv(registry.TASK_MODULES_ENV, raising=False)
     config = {"left": "over"}
-    workflow = NS(overwrite_configfiles=[str(TEST_CONFIG)], config_settings=NS(config={"seed": 3}),
-                  modifier=NS(is_main_snakefile=lambda: True))
+    workflow = SimpleNamespace(overwrite_configfiles=[str(TEST_CONFIG)], config_settings=SimpleNamespace(config={"seed": 3}),
+                  modifier=SimpleNamespace(is_main_snakefile=lambda: True))
     same = prepare(config, workflow, ROOT)
     assert same is config and "left" not in config
     assert config["seed"] == 3 and list(config["models"]) == ["tiny_mha", "tiny_gqa"]
@@ -70,7 +70,7 @@ def test_a_module_gets_its_config_as_one_layer_on_the_default():
 def test_the_views_never_change_the_config():
     cfg = _config()
     before = copy.deepcopy(cfg)
-    wc = NS(task="facts", model="tiny_gqa", ablation="zero-query")
+    wc = SimpleNamespace(task="facts", model="tiny_gqa", ablation="zero-query")
     for t in views.dataset_tasks(cfg):
         for m in views.models_for(cfg, t):
             views.task_config(cfg, t, m)["n_score"] = -1  # a job's copy
@@ -153,7 +153,7 @@ def test_score_jobs_are_grouped_by_the_models_list_of_ablations():
                    (views.model_ablations(cfg, "tiny_gqa"), ["tiny_gqa"])]
     assert groups.group_rule(cfg, "scores", got[0][0]) == "scores__zero_resample__query"
     assert groups.group_tag(cfg, got[0][0]) == ""
-    wc = NS(task="ioi", model="tiny_gqa")
+    wc = SimpleNamespace(task="ioi", model="tiny_gqa")
     assert groups.resume_dir(cfg, "scores", got[1][0])(wc) == "results/.resume/scores/ioi/tiny_gqa"
     one = _config(group_ablations=False)
     per = groups.ablation_groups(one)
@@ -173,7 +173,7 @@ def test_group_stages_gives_each_model_one_job_for_its_datasets_scores_and_curve
     assert got == [(views.model_tasks(cfg, "tiny_mha"), views.model_ablations(cfg, "tiny_mha"), ["tiny_mha"]),
                    (views.model_tasks(cfg, "tiny_gqa"), views.model_ablations(cfg, "tiny_gqa"), ["tiny_gqa"])]
     assert groups.stage_rule(cfg, *got[1][:2]).startswith("model_stages__ioi_induction_facts__zero_query_")
-    wc = NS(model="tiny_gqa")
+    wc = SimpleNamespace(model="tiny_gqa")
     settings = groups.stage_settings(cfg, got[1][0])(wc)
     assert settings["ioi"] == {"dataset": views.dataset_config(cfg, "ioi", "tiny_gqa"),
                                "metric": views.task_metric(cfg, "ioi"),
@@ -199,7 +199,7 @@ def test_resources_are_callables_per_job():
     cfg = _config(device="cuda", resources={"slurm_partition": "gpu"})
     res = groups.job_resources(cfg, "scores")
     assert {"mem_mb", "runtime", "gpu", "slurm_partition"} <= set(res)
-    wc = NS(model="tiny_gqa")
+    wc = SimpleNamespace(model="tiny_gqa")
     assert res["gpu"](wc) == 1 and res["slurm_partition"](wc) == "gpu"
     assert groups.job_resources(cfg, "small", per_model=False)["gpu"](wc) is None  # no GPU for a table
 
@@ -222,7 +222,7 @@ def test_the_default_target_has_every_table_pair_and_ends_with_the_cost_and_the_
 def test_the_tables_read_one_file_per_scored_model_in_config_order():
     cfg = _config()
     abls = ["zero-query", "zero-kv"]
-    got = targets.per_ablation_inputs(cfg, abls, {"scores": targets.SCORES, "cards": targets.CARD})(NS(task="ioi"))
+    got = targets.per_ablation_inputs(cfg, abls, {"scores": targets.SCORES, "cards": targets.CARD})(SimpleNamespace(task="ioi"))
     assert set(got) == {"scores_0", "cards_0", "scores_1", "cards_1"}
     assert got["scores_0"] == ["results/scores/ioi/tiny_mha/zero-query.parquet", "results/scores/ioi/tiny_gqa/zero-query.parquet"]
     assert got["cards_1"] == [f"results/models/{m}/card.json" for m in views.models_for(cfg, "ioi", "zero-kv")]
@@ -260,13 +260,13 @@ def test_a_sweep_toy_may_not_shadow_a_configured_model():
 def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_directory(monkeypatch, tmp_path):
     cfg = _config()
     monkeypatch.chdir(ROOT)
-    toy = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))
+    toy = inputs.model_inputs(cfg, str(ROOT), SimpleNamespace(model="tiny_mha"))
     assert toy["facts"] == os.path.join("resources", builtin_tasks.FACTS_FILE)
     assert toy["ioi_templates"] == os.path.join("resources", "ioi", "templates.txt")
     assert any(v.startswith(".test/models/tiny_mha/") for k, v in toy.items() if k.startswith("checkpoint_"))
     hf = _config(models={"h": {"source": "hf", "hf": "x/h"}})
-    assert inputs.model_inputs(hf, str(ROOT), NS(model="h")) == {}
-    ioi = inputs.dataset_inputs(cfg, str(ROOT), NS(task="ioi", model="tiny_mha"))
+    assert inputs.model_inputs(hf, str(ROOT), SimpleNamespace(model="h")) == {}
+    ioi = inputs.dataset_inputs(cfg, str(ROOT), SimpleNamespace(task="ioi", model="tiny_mha"))
     assert ioi["fahamu"] == ".test/ioi_fahamu.parquet" and "ioi_names" not in ioi
     assert inputs.neutral_text(cfg, str(ROOT)) == os.path.join("resources", "neutral.txt")
     assert inputs.neutral_text({**cfg, "neutral_text": "mine.txt"}, str(ROOT)) == "mine.txt"
@@ -274,5 +274,5 @@ def test_inputs_name_the_resource_files_a_job_reads_relative_to_the_working_dire
     run = tmp_path / "runs" / "a"
     run.mkdir(parents=True)
     monkeypatch.chdir(run)
-    facts = inputs.model_inputs(cfg, str(ROOT), NS(model="tiny_mha"))["facts"]
+    facts = inputs.model_inputs(cfg, str(ROOT), SimpleNamespace(model="tiny_mha"))["facts"]
     assert not os.path.isabs(facts) and os.path.samefile(facts, ROOT / "resources" / builtin_tasks.FACTS_FILE)

@@ -9,7 +9,7 @@ import torch
 
 from helpers import model_card
 
-from circuitloc import metrics as M
+from circuitloc import metrics
 from circuitloc.engine.ablation import Baseline, Probe, ranked_curve, score_units, units
 from circuitloc.engine.scan import Scanner
 from circuitloc.prompts import Prompts
@@ -98,16 +98,16 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         ranked = [u for lbl in top["unit"] for u in units(card) if u["unit"] == lbl]
         curve = pl.DataFrame(ranked_curve(Probe(sc, p, task), ranked, Baseline(float(scores["ld_clean"][0]), 0.0), 4))
         assert damage_a < 0.8  # so heads-to-80% must be 2, not 1
-        assert M.heads_to_threshold(curve["damage"], 0.8) == 2
+        assert metrics.heads_to_threshold(curve["damage"], 0.8) == 2
         assert abs(curve["damage"][1] - 1.0) < 1e-5
         t1 = table1("ioi", {"planted": card}, *_as_jobs_write(scores, curve, clean, n), 0.8)
         assert t1["top_head"][0] == f"L{A_[0]}H{A_[1]}" and t1["heads_to_80"][0] == 2
         assert not t1["heads_to_80_bounded"][0]
-        assert M.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
+        assert metrics.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
 
 
 def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_excluded_unit():
-    """Issue 31 item 5: a 2-layer model's control comes from both layers (its 'middle third' was layer
+    """A 2-layer model's random control comes from both layers (its 'middle third' was layer
     0, often the top unit's own), never the excluded top unit; from six layers on, the middle third."""
     from circuitloc.engine.ablation import control_pool, random_control
     from circuitloc.metrics import control_layers

@@ -115,7 +115,7 @@ def test_scale_marks_a_censored_curve_at_its_bound():
 
 def test_scale_marks_a_refused_percentage_and_names_the_threshold():
     """A top head score the conditioning rule refused (empty) is an 'n/a' mark, and the axis is not
-    stretched to it; a 0.9 threshold reads heads_to_90 and says 90% (issue 22 item 3, issue 23 item 10)."""
+    stretched to it; a 0.9 threshold reads heads_to_90 and says 90%."""
     t = ALL.with_columns(pl.when(pl.col("model") == "smollm2_135m").then(None).otherwise(pl.col("top_head_pct"))
                          .alias("top_head_pct")).rename({"heads_to_80": "heads_to_90", "heads_to_80_bounded": "heads_to_90_bounded"})
     fig = scale_plots.scale({"facts": t}, threshold=0.9)
@@ -168,7 +168,7 @@ def test_heatmaps_and_stability_read_only_the_columns_they_draw():
 
 
 def _sweep_frames():
-    from circuitloc.report import sweep as SW
+    from circuitloc.report import sweep
 
     rows = []
     for kv in (8, 4, 2, 1):
@@ -182,7 +182,7 @@ def _sweep_frames():
                          "heads_to_80_frac_bound": 1.0 if cens else np.nan, "effective_units": 3.0,
                          "top_share": 0.4, "n_units": 16})
     pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
-    return SW.summarize(pm, 0.95), pm
+    return sweep.summarize(pm, 0.95), pm
 
 
 def test_sweep_accepts_polars_from_zero_and_names_attention():
@@ -207,7 +207,7 @@ def test_plots_does_not_import_pandas():
 def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
     """A size of 4 query heads (KV 4, 2, 1) beside one of 8 (KV 8, 4, 2, 1): each MHA sits at '1 MHA',
     so KV 4 of the 4-head size is drawn as MHA, not as the 8-head size's GQA; a greedy panel joins."""
-    from circuitloc.report import sweep as SW
+    from circuitloc.report import sweep
 
     rows = []
     for size, kvs in (("a", (8, 4, 2, 1)), ("b", (4, 2, 1))):
@@ -223,7 +223,7 @@ def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
                              "heads_to_80_greedy_frac_bound": np.nan,
                              "effective_units": 3.0, "top_share": 0.4, "n_units": 16})
     pm = pl.DataFrame(rows).with_columns(used=pl.col("accepted") & pl.col("task_behaviour"))
-    fig = scale_plots.sweep(SW.summarize(pm, 0.95), pm, 0.8)
+    fig = scale_plots.sweep(sweep.summarize(pm, 0.95), pm, 0.8)
     assert len(fig.axes) == 4 and "greedy" in fig.axes[3].get_ylabel()
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1\nMHA", "2\nGQA", "4\nGQA", "8\nMQA"]
     lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines() if ln.get_label() in ("a", "b")}

@@ -11,8 +11,8 @@ from polars.testing import assert_frame_equal
 from workflow_helpers import ROOT, copy_workflow, reuse_models, reuse_results, smk, smk_env
 
 from circuitloc import io
-from circuitloc.engine import pipeline as P
-from circuitloc.engine import replacement as R
+from circuitloc.engine import pipeline
+from circuitloc.engine import replacement
 from circuitloc.engine.settings import JobSettings, ScoreFiles
 from circuitloc.plan import registry, vocab
 from circuitloc.tasks.common import mark_scoring
@@ -30,7 +30,7 @@ def pooled(monkeypatch):
 def test_the_kinds_registration_is_all_the_plan_and_engine_read(pooled):
     assert pooled in registry.kinds() and registry.parse_ablation("pooled-kv") == ("pooled", "kv")
     assert "pooled" in registry.ablation_pattern()
-    assert R.builder("pooled").__module__ == "synthetic_kind" and R.builder("zero") is None
+    assert replacement.builder("pooled").__module__ == "synthetic_kind" and replacement.builder("zero") is None
     with pytest.raises(ValueError, match="already defined"):
         registry.register_kind(vocab.KindSpec("pooled", "elsewhere:fn"))
     with pytest.raises(ValueError, match="no '-'"):
@@ -42,7 +42,7 @@ def test_every_registered_builder_takes_one_context():
     import inspect
 
     for name in registry.kinds():
-        fn = R.builder(name)
+        fn = replacement.builder(name)
         if fn is not None:
             assert list(inspect.signature(fn).parameters) == ["ctx"], name
 
@@ -57,7 +57,7 @@ def test_a_score_job_uses_a_kind_of_the_test_suite(pooled, tiny_dirs, tmp_path):
     job = JobSettings(card=card, batch_tokens=4096, task="ioi", min_group=10_000, seed=0)
     out = {a: ScoreFiles(tmp_path / f"{a}.parquet", tmp_path / f"{a}.prompts.parquet")
            for a in ("pooled-query", "mean-query", "zero-query")}
-    P.for_each_ablation(P.score, job, data, out)
+    pipeline.for_each_ablation(pipeline.score, job, data, out)
     got, mean, zero = (io.read_parquet(out[a].scores) for a in out)
     assert_frame_equal(got, mean, check_exact=True)
     assert got["aligned"].to_list() == [0.0] * len(got)

@@ -2,7 +2,7 @@
 part-way keeps what it finished: the rerun restores the dataset and the scores from its stash
 instead of recomputing them, and writes the same files as a run that never failed."""
 
-from types import SimpleNamespace as NS
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -29,13 +29,13 @@ def setup(tmp_path_factory):
     card = build_model("toy", cfg["models"]["toy"], root / "card.json", root / "weights", engine_of)
     params = {"tasks": ["ioi"], "ablations": ABLATIONS, "seed": cfg["seed"], "batch_tokens": cfg["max_batch_tokens"],
               "device": "cpu", "opts": {"min_group": 2, "seed": cfg["seed"]}, "bootstrap": views.bootstrap_opts(cfg),
-              "settings": groups.stage_settings(cfg, ["ioi"])(NS(model="toy"))}
+              "settings": groups.stage_settings(cfg, ["ioi"])(SimpleNamespace(model="toy"))}
     return card, params, root / "card.json"
 
 
 def _run(setup, out, stash_root):
     card, params, card_path = setup
-    o = NS(data=[str(out / "data.parquet")], filter=[str(out / "filter.json")],
+    o = SimpleNamespace(data=[str(out / "data.parquet")], filter=[str(out / "filter.json")],
            scores=[str(out / f"{a}.parquet") for a in ABLATIONS],
            prompts=[str(out / f"{a}.prompts.parquet") for a in ABLATIONS],
            curve=[str(out / f"{a}.curve.parquet") for a in ABLATIONS],

@@ -11,31 +11,31 @@ import torch
 
 from helpers import model_card
 
-from circuitloc import sufficiency as SF
+from circuitloc import sufficiency
 
 # -- the formula ---------------------------------------------------------------------------
 
-X = SF.FRACTIONS
+X = sufficiency.FRACTIONS
 
 
 def test_fractions_are_mibs_and_counts_are_truncated():
     assert X == (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)
-    assert [SF.kept_units(f, 16) for f in X] == [0, 0, 0, 0, 0, 0, 1, 3, 8, 16]
-    assert [SF.kept_units(f, 144) for f in X] == [0, 0, 0, 1, 2, 7, 14, 28, 72, 144]
-    assert [SF.kept_units(f, 1000) for f in X] == [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
-    assert SF.kept_units(0.5, 5) == 2 and SF.kept_units(0.2, 8) == 1  # truncated, never rounded up
-    assert SF.kept_units(1, 7) == 7  # the last fraction keeps every unit: the full model
+    assert [sufficiency.kept_units(f, 16) for f in X] == [0, 0, 0, 0, 0, 0, 1, 3, 8, 16]
+    assert [sufficiency.kept_units(f, 144) for f in X] == [0, 0, 0, 1, 2, 7, 14, 28, 72, 144]
+    assert [sufficiency.kept_units(f, 1000) for f in X] == [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+    assert sufficiency.kept_units(0.5, 5) == 2 and sufficiency.kept_units(0.2, 8) == 1  # truncated, never rounded up
+    assert sufficiency.kept_units(1, 7) == 7  # the last fraction keeps every unit: the full model
 
 
 def test_faithfulness_is_one_for_the_model_and_zero_for_the_empty_circuit_in_both_orientations():
     # logit difference (higher is better): model 4, empty 0
-    assert SF.faithfulness(4.0, 4.0, 0.0) == 1 and SF.faithfulness(0.0, 4.0, 0.0) == 0
-    assert SF.faithfulness(1.0, 4.0, 0.0) == pytest.approx(0.25)
+    assert sufficiency.faithfulness(4.0, 4.0, 0.0) == 1 and sufficiency.faithfulness(0.0, 4.0, 0.0) == 0
+    assert sufficiency.faithfulness(1.0, 4.0, 0.0) == pytest.approx(0.25)
     # a loss (lower is better): model 1.0, empty 3.0
-    assert SF.faithfulness(1.0, 1.0, 3.0) == 1 and SF.faithfulness(3.0, 1.0, 3.0) == 0
-    assert SF.faithfulness(2.5, 1.0, 3.0) == pytest.approx(0.25)
-    assert np.allclose(SF.faithfulness([1.0, 2.0, 3.0], 1.0, 3.0), [1, 0.5, 0])
-    assert np.isnan(SF.faithfulness(2.0, 3.0, 3.0))  # no span: nothing to keep
+    assert sufficiency.faithfulness(1.0, 1.0, 3.0) == 1 and sufficiency.faithfulness(3.0, 1.0, 3.0) == 0
+    assert sufficiency.faithfulness(2.5, 1.0, 3.0) == pytest.approx(0.25)
+    assert np.allclose(sufficiency.faithfulness([1.0, 2.0, 3.0], 1.0, 3.0), [1, 0.5, 0])
+    assert np.isnan(sufficiency.faithfulness(2.0, 3.0, 3.0))  # no span: nothing to keep
 
 
 def _mib_loop(f):
@@ -64,15 +64,15 @@ def _mib_loop(f):
      0.049 + 0.05 * 1.2 + 0.1 * 1.2 + 0.3 * 0.5),
 ])
 def test_cpr_and_cmd_match_a_hand_computation_and_mibs_loop(f, cpr, cmd):
-    got = SF.cpr_cmd(f)
+    got = sufficiency.cpr_cmd(f)
     assert got == pytest.approx((cpr, cmd), abs=1e-12)
     assert got == pytest.approx(_mib_loop(f), abs=1e-12)
 
 
 def test_cpr_and_cmd_refuse_a_missing_point():
-    assert all(np.isnan(SF.cpr_cmd([1.0] * 9 + [np.nan])))
+    assert all(np.isnan(sufficiency.cpr_cmd([1.0] * 9 + [np.nan])))
     with pytest.raises(ValueError):
-        SF.cpr_cmd([1.0] * 9)
+        sufficiency.cpr_cmd([1.0] * 9)
 
 
 # -- a planted sufficient circuit ----------------------------------------------------------------
@@ -113,15 +113,15 @@ def test_a_planted_circuit_of_k_heads_is_sufficient_and_its_cpr_is_known(n_kv):
     assert {(u.layer, u.head) for u in ranked[:2]} == set(planted)  # the ranking finds them
     clean, empty = probe.means([{}, as_sets(ranked)])
     kept_k = probe.means([as_sets(ranked[2:])])[0]  # every unit but the planted two ablated
-    assert SF.faithfulness(kept_k, clean, empty) == pytest.approx(1.0, abs=1e-5)
-    assert SF.faithfulness(empty, clean, empty) == 0
+    assert sufficiency.faithfulness(kept_k, clean, empty) == pytest.approx(1.0, abs=1e-5)
+    assert sufficiency.faithfulness(empty, clean, empty) == 0
 
     rows = pl.DataFrame(sufficiency_curve(probe, ranked))
     assert rows["kept"].to_list() == [0] * 7 + [1, 4, 8]
     r = ld_by_hand(2.0, eps) / ld_by_hand(4.0, eps)
     assert 0.5 < r < 0.99  # the final norm makes one writer worth more than half
     assert rows["faithfulness"].to_list() == pytest.approx([0] * 7 + [r, 1, 1], abs=1e-5)
-    cpr, cmd = SF.cpr_cmd(rows["faithfulness"].to_numpy(), rows["fraction"].to_numpy())
+    cpr, cmd = sufficiency.cpr_cmd(rows["faithfulness"].to_numpy(), rows["fraction"].to_numpy())
     assert cpr == pytest.approx(0.1 * r / 2 + 0.3 * (r + 1) / 2 + 0.5, abs=1e-5)
     assert cmd == pytest.approx(0.099 + 0.1 * (1 + (1 - r)) / 2 + 0.3 * (1 - r) / 2, abs=1e-5)
     assert rows["unit"][7] == ranked[0].label and rows["unit"][:7].is_null().all()
@@ -136,8 +136,8 @@ def test_a_spread_circuit_scores_a_lower_cpr_than_a_concentrated_one():
     one_rows = sufficiency_curve(one_probe, one_ranked)
     spread_probe, spread_ranked, _ = _planted(4, [(layer, h, 0.5) for layer in (0, 1) for h in range(4)])
     spread_rows = sufficiency_curve(spread_probe, spread_ranked)
-    a = SF.cpr_cmd([r["faithfulness"] for r in one_rows])
-    b = SF.cpr_cmd([r["faithfulness"] for r in spread_rows])
+    a = sufficiency.cpr_cmd([r["faithfulness"] for r in one_rows])
+    b = sufficiency.cpr_cmd([r["faithfulness"] for r in spread_rows])
     assert a[0] == pytest.approx(0.85, abs=1e-5) and b[0] < a[0] - 0.02 and b[1] > a[1] + 0.02
 
 
@@ -154,14 +154,14 @@ def test_table1_carries_cpr_and_cmd_of_the_sufficiency_rows():
     ranked = pl.DataFrame({"step": [1, 2], "unit": ["L0H0", "L0H1"], "layer": [0, 0], "head": [0, 1],
                            "ld": [2.0, 0.0], "damage": [0.5, 1.0]})
     s, c = _as_jobs_write(scores, ranked, 4.0, 6)
-    suff = pl.DataFrame({"method": SF.METHOD, "step": list(range(1, 11)), "fraction": list(X), "faithfulness": f,
+    suff = pl.DataFrame({"method": sufficiency.METHOD, "step": list(range(1, 11)), "fraction": list(X), "faithfulness": f,
                          "kept": [0] * 7 + [1, 1, 2]})
     c = {"planted": pl.concat([c["planted"], suff], how="diagonal_relaxed")}
     card = {"planted": model_card(family="p", attention="mha", n_params=1)}
     t1 = table1("ioi", card, s, c, 0.8)
     assert t1["cpr"][0] == pytest.approx(0.85) and t1["cmd"][0] == pytest.approx(0.149)
     assert t1["curve_area"][0] == pytest.approx(0.5)  # the necessity area beside it, unchanged
-    old = {"planted": c["planted"].filter(pl.col("method") != SF.METHOD).drop("faithfulness", "fraction", "kept")}
+    old = {"planted": c["planted"].filter(pl.col("method") != sufficiency.METHOD).drop("faithfulness", "fraction", "kept")}
     bare = table1("ioi", card, s, old, 0.8)  # a curve table without sufficiency rows: NaN, not a guess
     assert np.isnan(bare["cpr"][0]) and np.isnan(bare["cmd"][0]) and bare["curve_area"][0] == pytest.approx(0.5)
 

@@ -122,7 +122,7 @@ def test_summary_and_paired_test_find_a_planted_effect():
     assert pairs[1]["heads_to_80_frac_wins"] == 4  # 3 heads vs MHA's 6 on every pair
     assert pairs[1]["top_head_pct_diff"] == pytest.approx(30, abs=4) and pairs[1]["top_head_pct_p"] < 0.01
     # heads-to on 4 pairs cannot reach significance (smallest exact p 2/2^4): one measure significant
-    # is 'partial', never 'yes' (issue 31 item 2); ranked heads-to is not primary (greedy is): exploratory
+    # is 'partial', never 'yes'; ranked heads-to is not primary (greedy is): exploratory
     assert pairs[1]["verdict"].startswith("exploratory: partial: top head significant (says fewer KV more")
     assert "heads-to not (points the same way)" in pairs[1]["verdict"]
 
@@ -153,7 +153,8 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     """MHA never reaches 80% in 16 steps ('> 16') on seeds 0-2 while GQA needs 3: three GQA wins, not
     a mean over a made-up 17. Every array the t-interval code sees is free of 16, 17 and their
     fractions 1.0, 1.0625."""
-    import circuitloc.report.sweep as SW
+    import circuitloc.report.paired
+    import circuitloc.report.sweep
 
     spec = {}
     for s in range(6):
@@ -161,12 +162,11 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
         spec[(2, s)] = (50.0 + s, "3", 5.5 + 0.1 * s)
     t1, meta = _rows(spec)
     seen = []
-    import circuitloc.report.paired as PA
 
-    real = SW._interval
+    real = circuitloc.report.sweep._interval
     spy = lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1]  # noqa: E731
-    monkeypatch.setattr(SW, "_interval", spy)  # the per-seed summaries' intervals
-    monkeypatch.setattr(PA, "_interval", spy)  # and the paired comparisons'
+    monkeypatch.setattr(circuitloc.report.sweep, "_interval", spy)  # the per-seed summaries' intervals
+    monkeypatch.setattr(circuitloc.report.paired, "_interval", spy)  # and the paired comparisons'
     pm = per_model(t1, meta, {}, "ioi")
     assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].is_nan().sum() == 3
     pairs, summary = _by(paired(pm), "kv_heads"), _by(summarize(pm), "kv_heads")
@@ -437,7 +437,7 @@ def _ranked_primary():
 
 
 def test_table_and_overview_verdicts_agree_when_wins_equal_losses():
-    """Issue 23 item 3: greedy wins 2, losses 2, yet the Gehan statistic points to fewer KV heads
+    """Greedy wins 2, losses 2, yet the Gehan statistic points to fewer KV heads
     (the KV-1 toy's wins are by more), and the top head differs hugely. The table and the overview
     (one table: the same p-values) must say the same; the overview once derived the heads-to
     direction from wins minus losses (0) and called it 'no clear difference'."""
@@ -478,7 +478,7 @@ def test_a_ranked_only_sweep_gets_a_verdict_in_the_overview():
 
 
 def test_significant_but_discordant_measures_are_mixed():
-    """Issue 23 item 4: the top head significantly larger under fewer KV heads while heads-to points
+    """The top head significantly larger under fewer KV heads while heads-to points
     the other way is 'mixed', not 'no clear difference'."""
     spec = {}
     for s in range(8):
@@ -493,7 +493,7 @@ def test_significant_but_discordant_measures_are_mixed():
 
 
 def test_the_mha_row_describes_the_paired_toys_only():
-    """Issue 23 item 5: seed 3's KV-1 toy failed, so MHA seed 3 is in no pair and not in the MHA
+    """Seed 3's KV-1 toy failed, so MHA seed 3 is in no pair and not in the MHA
     summary row either."""
     spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
     t1, meta = _rows(spec)
@@ -503,7 +503,7 @@ def test_the_mha_row_describes_the_paired_toys_only():
 
 
 def test_in_sample_top_head_scores_are_shown_but_never_tested():
-    """Issue 23 item 6: curves on all prompts leave only the in-sample top-unit score; the paired
+    """Curves on all prompts leave only the in-sample top-unit score; the paired
     table says so and does not test it (it once compared it silently)."""
     spec = {(kv, s): ((30.0 if kv == 8 else 60.0) + s + 0.01 * s * s * kv, "3", 5.0) for kv in (8, 1) for s in range(6)}
     t1, meta = _rows(spec)
@@ -529,7 +529,7 @@ def test_curve_area_is_compared_with_a_paired_t_test():
 
 
 def test_a_toy_whose_damage_is_refused_enters_no_pair():
-    """Issue 23 item 10: a toy whose clean metric does not stand above its floor on the reported
+    """A toy whose clean metric does not stand above its floor on the reported
     prompts (damage_ok false in Table 1) enters no verdict."""
     spec = {(kv, s): ((30.0 if kv == 8 else 50.0) + 10 * s, "3", 5.0) for kv in (8, 1) for s in range(4)}
     t1, meta = _rows(spec)
@@ -540,7 +540,7 @@ def test_a_toy_whose_damage_is_refused_enters_no_pair():
 
 
 def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
-    """Issue 23 item 8: facts by margin and facts by accuracy (another run, config
+    """Facts by margin and facts by accuracy (another run, config
     sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
     with this run's. Holm over the 4 primary tests (top head, greedy; both runs): sorted 0.004,
     0.01, 0.02, 0.3 -> 0.016, 0.03 for the two top heads."""

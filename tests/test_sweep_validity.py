@@ -1,4 +1,4 @@
-"""The sweep's tests and verdicts on simulated sweeps of known truth (issue 31 items 1 and 2): toys
+"""The sweep's tests and verdicts on simulated sweeps of known truth: toys
 whose heads share the task by one latent concentration, cut into 16 query heads, 2 kv groups (KV 1)
 or 2 layers; Table 1 rows computed from those shares with the package's own measures. Under no
 difference the paired tests reject at most at their level; at different unit counts nothing is
@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc import metrics as M
-from circuitloc import stats as S
+from circuitloc import metrics
+from circuitloc import stats
 from circuitloc.report.jobs import SweepStats
 from circuitloc.report.paired import paired
 from circuitloc.report.sweep import per_model
@@ -29,10 +29,10 @@ def _row(name, drops, rng, top_shift=0.0):
     greedy = np.cumsum(order) + rng.normal(0, 0.02, k)
     top = 100 * order[0] + top_shift + rng.normal(0, 2.0)
     return {"model": name, "baseline_ld": 5.0, "curve_prompts": "heldout", "top_head_pct": top, "task_behaviour": True,
-            "top_head_pct_heldout": top, "n_units": k, "curve_area": M.curve_area(ranked, k),
-            **M.HeadsTo.of_curve(ranked, 0.8, k).columns("heads_to_80"),
-            **M.HeadsTo.of_curve(greedy, 0.8, k).columns("heads_to_80_greedy"),
-            **M.concentration(drops)}
+            "top_head_pct_heldout": top, "n_units": k, "curve_area": metrics.curve_area(ranked, k),
+            **metrics.HeadsTo.of_curve(ranked, 0.8, k).columns("heads_to_80"),
+            **metrics.HeadsTo.of_curve(greedy, 0.8, k).columns("heads_to_80_greedy"),
+            **metrics.concentration(drops)}
 
 
 def _sweeps(n, seed=0, top_effect=0.0, conc=0.5):
@@ -66,7 +66,7 @@ def _row_verdict(r: dict) -> str:
     """The verdict of one simulated sweep alone: its primary tests Holm-adjusted over that sweep only
     (the table adjusts over every simulated sweep at once, a family far larger than one sweep's)."""
     tests = ["top_head_pct_p", "heads_to_80_greedy_frac_p"]
-    adj = S.holm([r[t] for t in tests])
+    adj = stats.holm([r[t] for t in tests])
     return verdict({**r, **{f"{t}_one": a for t, a in zip(tests, adj)}}, "one", ALPHA)
 
 
@@ -107,7 +107,7 @@ def test_equal_concentration_at_different_unit_counts_gets_no_test_and_no_verdic
     old = []
     for (size,), g in pm["kv"].group_by("size"):
         b, o = g.filter(pl.col("kv_heads") == HEADS).sort("seed"), g.filter(pl.col("kv_heads") == 1).sort("seed")
-        old.append(S.paired_censored(b["heads_to_80_greedy_frac"].to_numpy(), np.zeros(SEEDS, bool),
+        old.append(stats.paired_censored(b["heads_to_80_greedy_frac"].to_numpy(), np.zeros(SEEDS, bool),
                                      o["heads_to_80_greedy_frac"].to_numpy(), np.zeros(SEEDS, bool))["p"])
     assert np.mean(np.array(old) < ALPHA) > 0.9
 
@@ -141,7 +141,7 @@ def test_one_measures_effect_is_partial_never_yes():
     assert yes <= _mc_bar(ALPHA, n)
     assert partial > 0.5  # the effect is found, and called what it is
     # the old rule, on the same rows: significant top head and a heads-to pointing the same way
-    old = np.mean([S.holm([r["top_head_pct_p"], r["heads_to_80_greedy_frac_p"]]).min() < ALPHA and
+    old = np.mean([stats.holm([r["top_head_pct_p"], r["heads_to_80_greedy_frac_p"]]).min() < ALPHA and
                    r["direction_heads_to"] == r["direction_top_head"] == 1 for r in table.iter_rows(named=True)])
     assert old > yes + 0.1
 
@@ -158,14 +158,14 @@ def test_rescaled_curve_area_is_one_scale_for_every_unit_count():
     """(A - 1/2K) / (1 - 1/K): one unit removing the task is 1 and a linear curve 0.5 at 2 and at 16
     units alike; the raw area of the same curves differs with K."""
     for k in (2, 16):
-        one = M.curve_area(np.ones(k), k)
-        linear = M.curve_area(np.arange(1, k + 1) / k, k)
-        last = M.curve_area(np.r_[np.zeros(k - 1), 1.0], k)
-        assert M.rescaled_curve_area(one, k) == pytest.approx(1.0)
-        assert M.rescaled_curve_area(linear, k) == pytest.approx(0.5)
-        assert M.rescaled_curve_area(last, k) == pytest.approx(0.0)
-    assert M.curve_area(np.ones(2), 2) == pytest.approx(0.75) and M.curve_area(np.ones(16), 16) > 0.96
-    assert np.isnan(M.rescaled_curve_area(0.5, 1))
+        one = metrics.curve_area(np.ones(k), k)
+        linear = metrics.curve_area(np.arange(1, k + 1) / k, k)
+        last = metrics.curve_area(np.r_[np.zeros(k - 1), 1.0], k)
+        assert metrics.rescaled_curve_area(one, k) == pytest.approx(1.0)
+        assert metrics.rescaled_curve_area(linear, k) == pytest.approx(0.5)
+        assert metrics.rescaled_curve_area(last, k) == pytest.approx(0.0)
+    assert metrics.curve_area(np.ones(2), 2) == pytest.approx(0.75) and metrics.curve_area(np.ones(16), 16) > 0.96
+    assert np.isnan(metrics.rescaled_curve_area(0.5, 1))
     pm = _sweeps(1, seed=5)["kv"]
     expect = [(a - 1 / (2 * k)) / (1 - 1 / k) for a, k in zip(pm["curve_area"], pm["n_units"])]
     assert pm["rescaled_curve_area"].to_list() == pytest.approx(expect)

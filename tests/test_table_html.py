@@ -1,4 +1,4 @@
-"""Every table reads in the report's browser view (issue 50 item 4): Snakemake's report shows HTML,
+"""Every table reads in the report's browser view: Snakemake's report shows HTML,
 images and PDF inline and offers a CSV as a download only, so each table job writes an HTML page of
 its table beside the CSV and the rules register that page; the landing page carries no metadata dump."""
 

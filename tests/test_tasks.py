@@ -279,7 +279,7 @@ def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_d
 
     from helpers import card_for
 
-    from circuitloc.engine import datasets as D
+    from circuitloc.engine import datasets
     from circuitloc.engine.settings import JobSettings
 
     repeats = [FACT_ROWS[0], FACT_ROWS[3][:4] + ("the drink is sold at the",), FACT_ROWS[5]]
@@ -287,7 +287,7 @@ def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_d
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     cfg = {"top_k": len(word_tokenizer()), "n_score": 3}  # every fact "known": only the duplicates go
     out, filt = tmp_path / "facts.parquet", tmp_path / "facts.filter.json"
-    D.build_dataset(JobSettings(card=card, batch_tokens=4096, task="facts"), cfg, {"facts": str(path)}, out, filt)
+    datasets.build_dataset(JobSettings(card=card, batch_tokens=4096, task="facts"), cfg, {"facts": str(path)}, out, filt)
     df, counts = pl.read_parquet(out), json.loads(filt.read_text())
     key = ["subject", "relation", "answer"]
     assert not df.select(key).is_duplicated().any()
@@ -334,7 +334,7 @@ def test_prompts_with_unknown_tokens_are_counted_and_dropped_or_kept(tmp_path, t
 
     from helpers import card_for
 
-    from circuitloc.engine import datasets as D
+    from circuitloc.engine import datasets
     from circuitloc.engine.settings import JobSettings
 
     src = tmp_path / "fahamu.parquet"
@@ -342,7 +342,7 @@ def test_prompts_with_unknown_tokens_are_counted_and_dropped_or_kept(tmp_path, t
     card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
     cfg = {"source": {"kind": "fahamu", "path": str(src)}, "n": 20, "n_score": 2, "unknown_tokens": choice}
     out, filt = tmp_path / "ioi.parquet", tmp_path / "ioi.filter.json"
-    D.build_dataset(JobSettings(card=card, batch_tokens=4096, task="ioi"), cfg, {"fahamu": str(src)}, out, filt)
+    datasets.build_dataset(JobSettings(card=card, batch_tokens=4096, task="ioi"), cfg, {"fahamu": str(src)}, out, filt)
     df, counts = pl.read_parquet(out), json.loads(filt.read_text())
     tok = word_tokenizer()
     unknown = [s for s in UNK_SENTENCES if tok.unk_token_id in tok(s, add_special_tokens=False)["input_ids"]]

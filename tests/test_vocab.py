@@ -142,8 +142,8 @@ def test_table_and_figure_jobs_do_not_import_torch():
     code = ("import sys, importlib\n"
             f"for m in {sorted(set(modules))!r}: importlib.import_module(m)\n"
             "from circuitloc.runner import setup; setup()\n"
-            "import circuitloc.report.writers as W, circuitloc.report.figures as F\n"
-            "W.write_sweep, W.write_stability, W.write_robustness, F.fig_scale\n"
+            "from circuitloc.report import figures, writers\n"
+            "writers.write_sweep, writers.write_stability, writers.write_robustness, figures.fig_scale\n"
             "from circuitloc.report import analysis, sweep\n"
             "print(sorted(k for k in ('torch', 'transformers', 'transformer_lens') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=smk_env(), timeout=120)

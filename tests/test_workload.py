@@ -1,4 +1,4 @@
-"""The default run is the first look and config/full.yaml the full workload (issue 25): the overlay
+"""The default run is the first look and config/full.yaml the full workload: the overlay
 restates the default's models block (a config with its own `models:` replaces the default's), so
 the two must agree on everything but SmolLM2's ablations and sample sizes, or the overlay would
 retrain the toys to another recipe."""
