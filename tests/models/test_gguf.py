@@ -386,7 +386,7 @@ def test_the_ladder_overlay_validates_and_its_parts_are_in_order():
     from circuitloc.plan.configload import effective_config
     from circuitloc.plan.workflow_config import resolve
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cfg = resolve(effective_config(root / "config" / "config.yaml", [root / "config" / "ladder.yaml"]), root)
     assert cfg["models"]["qwen2.5_coder_1.5b_instruct"]["tasks"]["induction"] is None  # left out
     split = {m: s["gguf"]["parts"] for m, s in cfg["models"].items() if "parts" in s.get("gguf", {})}

@@ -200,7 +200,7 @@ def test_reduced_budget_training_improves_loss(facts_path, tmp_path):
     assert any("toy step 300/300" in m for m in logs)
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "resources", "facts", "facts.tsv")),
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "..", "resources", "facts", "facts.tsv")),
                     reason="curated facts file not present")
 def test_default_vocabulary_from_shipped_resources():
     from circuitloc.tasks import facts as facts_task

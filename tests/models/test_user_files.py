@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from test_tasks import FACT_ROWS, write_facts
+from helpers import FACT_ROWS, write_facts
 
 from circuitloc.errors import DatasetError, ModelSourceError
 from circuitloc.tasks import facts, fahamu, ioi, ioi_templates
@@ -209,7 +209,7 @@ FULL_DISK_DIR = textwrap.dedent("""
 def test_a_weights_directory_that_runs_out_of_disk_is_one_line_and_leaves_nothing(tmp_path):
     """A toy's trained weights, a stored checkpoint's copy and a GGUF conversion, each into a
     directory that holds an earlier version, with too little room."""
-    stored = Path(__file__).resolve().parents[1] / ".test" / "models" / "tiny_gqa"
+    stored = Path(__file__).resolve().parents[2] / ".test" / "models" / "tiny_gqa"
     kinds = ("toy", "checkpoint", "gguf")
     for kind in kinds:
         (tmp_path / kind / "weights").mkdir(parents=True)

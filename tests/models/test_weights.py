@@ -18,7 +18,7 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.models import build
 from circuitloc.models.load import check_weights, load_engine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOY = {"source": "toy", "family": "toy",
        "toy": {"checkpoint": str(ROOT / ".test" / "models" / "tiny_gqa"), "acceptance": {"enforce": False},
                "eval": {"n_ioi": 40, "n_induction": 40, "prefix_len": [4, 8], "suffix_len": [10, 16]}}}

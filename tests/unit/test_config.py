@@ -1,12 +1,13 @@
 """Defaults live in config/schema.yaml: the workflow reads them from the validated config, so a
-key a user leaves out means the schema's value, and a model's own block overrides only what it names."""
+key a user leaves out means the schema's value, and a model's own block overrides only what it names
+(the config through Snakemake: workflow/test_config_snakemake.py)."""
 
 from pathlib import Path
 
 import yaml
 from snakemake.utils import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
 
@@ -52,7 +53,6 @@ def test_given_values_are_kept():
 # ---- Layers: the default, --configfile overlays, --config k=v (circuitloc.plan.configload) -------------
 
 import pytest  # noqa: E402
-from workflow_helpers import planned_jobs, smk  # noqa: E402
 
 from circuitloc.errors import ConfigError  # noqa: E402
 from circuitloc.plan.configload import cli_values, effective_config, merge, unknown_keys  # noqa: E402
@@ -166,26 +166,3 @@ def test_every_shipped_config_is_clean():
     for path in sorted((ROOT / "config").glob("*.yaml")) + [ROOT / ".test" / "config.yaml"]:
         if path.name != "schema.yaml":
             assert unknown_keys(yaml.safe_load(path.read_text()), SCHEMA_DOC) == [], path
-
-
-# ---- The same through Snakemake (dry runs of the checkout: seconds each) ---------------------------
-
-def _counts(out):
-    return sorted((rule, tuple(sorted(wc.items()))) for rule, wc in planned_jobs(out))
-
-
-def test_config_on_the_command_line_plans_the_defaults_jobs():
-    plain = _counts(smk("-n", "--nolock").stdout)
-    assert len(plain) > 50
-    assert _counts(smk("-n", "--nolock", "--config", "device=cpu").stdout) == plain
-    # an overlay file adds to the default: the same jobs (only the facts jobs' params differ)
-    assert _counts(smk("-n", "--nolock", "--configfile", "config/facts_accuracy.yaml").stdout) == plain
-
-
-def test_a_typo_stops_the_run_naming_key_and_path(tmp_path):
-    bad = tmp_path / "typo.yaml"
-    bad.write_text("models:\n  toy_mha:\n    source: toy\n    toy: {steps: 10}\n"
-                   "    tasks: {induction: {n_scroe: 20}}\n")
-    p = smk("-n", "--nolock", "--configfile", str(bad), check=False)
-    assert p.returncode != 0
-    assert "config: models.toy_mha.tasks.induction: unknown key 'n_scroe'" in p.stdout + p.stderr

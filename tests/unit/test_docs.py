@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README_MAX_LINES = 260
 # made by a run or by setup.sh, never in the repository: paths under these are not checked
 GENERATED = ("results", ".snakemake", ".venv")

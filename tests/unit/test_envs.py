@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVS = sorted((ROOT / "envs").glob("*.yaml"))
 # Run by Snakemake itself, or only while it plans (circuitloc.plan), outside any job environment:
 # not needed in envs/.

@@ -1,15 +1,14 @@
 """Faults are caught and named: NaN/inf never reach an artifact, corrupt inputs name their file,
-and a failed job's reason is printed on the console."""
+and a failed job's reason is found in its log (on a real run's console:
+workflow/test_faults_snakemake.py)."""
 
 import contextlib
 import io as stdio
-import json
 import os
 
 import polars as pl
 import pytest
 from helpers import card_for
-from workflow_helpers import copy_workflow, smk
 
 from circuitloc import io
 from circuitloc import runner
@@ -174,26 +173,6 @@ def test_explain_failures_prints_each_failed_jobs_last_error(tmp_path):
                      f"circuitloc: scores job failed: ValueError: boom  [log: {logs}/scores/crash.log]"]
     assert lines[0] in out.getvalue()
     assert last_error_line(tmp_path / "missing.log").startswith("(log not readable")
-
-
-@pytest.mark.workflow
-def test_a_failing_jobs_reason_is_on_the_console(tmp_path):
-    """A model directory without a model in it (a missing one is refused when the run is planned):
-    the job's reason, not only `message: None`, is printed last."""
-    work = copy_workflow(tmp_path / "wf")
-    (work / "empty_model").mkdir()
-    (work / "bad.yaml").write_text(json.dumps({
-        "seed": 0, "device": "cpu", "max_batch_tokens": 4096,
-        "models": {"bad": {"source": "hf", "hf": "empty_model"}},
-        "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 20, "n_score": 5}},
-        "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3}}))
-    p = smk("results/models/bad/card.json", "--cores", "1", "--configfile", "bad.yaml", cwd=work, check=False,
-            timeout=300)
-    assert p.returncode != 0
-    console = p.stdout + p.stderr
-    tail = console[console.index("why the run failed"):]
-    assert ("circuitloc: model_hf job failed: model 'bad': empty_model has no config.json (not a Hugging Face "
-            "model directory)  [log: results/logs/models/bad.log]") in tail
 
 
 def test_ctrl_c_is_reported_as_an_interruption_not_a_failure(tmp_path):

@@ -1,8 +1,8 @@
 """`hf:` takes what from_pretrained takes: a hub id with or without an owner, or a local directory.
-A path that does not exist is an error when the plan is made (a dry run), naming models.<name>.hf."""
+A path that does not exist is an error when the plan is made, naming models.<name>.hf (in a dry
+run: workflow/test_hf_names_snakemake.py)."""
 
 import pytest
-from workflow_helpers import planned_jobs, smk
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import hub
@@ -51,23 +51,3 @@ def test_a_missing_directory_is_a_hub_id_only_when_it_can_be_one(tmp_path, monke
     (tmp_path / "d").mkdir()
     with pytest.raises(ConfigError, match=r"models\.m\.hf: revision 'v1' is for hub ids"):
         hub.hf_source("m", "d", "v1")
-
-
-def _dry_run(tmp_path, hf):
-    cfg = tmp_path / "names.yaml"
-    cfg.write_text(f"models:\n  mine: {{source: hf, hf: {hf}, family: t}}\n")
-    return smk("results/models/mine/card.json", "-n", "--nolock", "--configfile", str(cfg), check=False)
-
-
-def test_a_missing_local_path_stops_the_plan_naming_the_field(tmp_path):
-    p = _dry_run(tmp_path, str(tmp_path / "nowhere" / "model"))
-    assert p.returncode != 0
-    lines = [ln for ln in (p.stdout + p.stderr).splitlines() if "models.mine.hf" in ln]
-    assert lines and f"local directory {tmp_path / 'nowhere' / 'model'} does not exist" in lines[0]
-    assert planned_jobs(p.stdout) == []
-
-
-def test_a_hub_id_without_an_owner_plans_its_model(tmp_path):
-    p = _dry_run(tmp_path, "gpt2")
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert ("model_hf", {"model": "mine"}) in planned_jobs(p.stdout)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "circuitloc"
+SRC = Path(__file__).resolve().parents[2] / "src" / "circuitloc"
 # Imported inside a function, on purpose: optional or heavy at the point of use (a table job never
 # loads matplotlib unless it draws; a dataset job loads the hub client only to download).
 LAZY = {"torch", "transformers", "transformer_lens", "huggingface_hub", "tokenizers", "matplotlib", "seaborn",

@@ -11,7 +11,7 @@ from circuitloc import io
 from circuitloc.report.tables import to_markdown
 from circuitloc.tasks.common import sample_rows
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "circuitloc"
+SRC = Path(__file__).resolve().parents[2] / "src" / "circuitloc"
 # plots.py hands seaborn what it needs at the plotting boundary (its own engineer's file)
 PLOTTING_BOUNDARY = {"plots.py"}
 PANDAS = re.compile(r"^\s*(import pandas|from pandas\b)|\bpd\.", re.MULTILINE)

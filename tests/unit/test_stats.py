@@ -199,7 +199,7 @@ def test_intervals_cover_at_twenty_prompts():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import coverage as bench
 
     cells = [bench.Case(q, dist, 20) for q in ("drop", "damage", "curve") for dist in ("normal", "skewed")]

@@ -2,7 +2,7 @@ import re
 
 import polars as pl
 import pytest
-from helpers import word_tokenizer
+from helpers import FACT_ROWS, word_tokenizer, write_facts
 
 from circuitloc.errors import DatasetError
 from circuitloc.tasks import facts, fahamu, induction, ioi, ioi_templates
@@ -256,22 +256,6 @@ def test_facts_file_is_curated():
     assert (by_domain >= 20).all()
 
 
-FACT_ROWS = [  # domain, subject, relation, answer, natural prompt (the qa form is derived)
-    ("people", "Mary", "friend_of", "John", "Mary went to the store with"),
-    ("people", "Tom", "friend_of", "Anna", "Tom gave a book to"),
-    ("people", "Paul", "friend_of", "Kate", "Paul went to the garden with"),
-    ("places", "drink", "sold_at", "store", "a drink is sold at the"),
-    ("places", "book", "read_in", "garden", "a book is read in the"),
-    ("people", "Lisa", "friend_of", "Mary", "Lisa gave a drink to"),
-]
-
-
-def write_facts(path, rows):
-    lines = ["\t".join(facts.COLUMNS)] + ["\t".join([*r, f"Q: {r[4]}?\\nA:"]) for r in rows]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_duplicate_facts_are_dropped_and_counted_in_filter_json(tmp_path, tiny_dirs):
     """A fact repeated in the file (the same subject, relation and answer, whatever the prompt's
     wording) is one fact: never both a scoring and a held-out row, the repeats counted."""
@@ -365,7 +349,7 @@ def test_unknown_tokens_default_is_drop_run_wide_only():
     import yaml
     from snakemake.utils import validate
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cfg = yaml.safe_load((root / ".test" / "config.yaml").read_text())
     model = next(iter(cfg["models"]))
     cfg["models"][model]["tasks"] = {"ioi": {"n_curve": 5}}
