@@ -66,7 +66,7 @@ def test_a_task_of_the_suite_is_scored_on_the_prompts_its_family_shares(tiny_run
     """tests/plugins/family_task.py, named in task_modules, and its settings under tasks: are all
     that the tiny workflow needs to build the task per model, and to score and tabulate it on the
     prompts every model of the family kept. (A plugin task's own condition goes through the same
-    score, curve and table rules: tests/test_vocab.py scores and tabulates one.)"""
+    score, curve and table rules: tests/workflow/test_vocab_snakemake.py scores and tabulates one.)"""
     work = copy_workflow(tmp_path / "wf")
     reuse_models(tiny_run, work)
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())

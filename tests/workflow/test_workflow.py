@@ -276,7 +276,7 @@ def test_threshold_reaches_every_heads_to_column(tiny_run, tmp_path):
     (heads_to_90, its greedy twin, the robustness sides: greedy, the tiny config draws it), the markdown titles and
     the scale figure. Every job's params carry the config today, so a threshold change would rerun
     the whole DAG: the test reruns only the table and figure rules (mtime triggers, forced rules).
-    Captions: tests/test_captions.py."""
+    Captions: tests/unit/test_captions.py."""
     work = tmp_path / "t90"
     shutil.copytree(tiny_run, work, symlinks=True)
     overlay = tmp_path / "t90.yaml"
