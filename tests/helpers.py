@@ -91,3 +91,22 @@ def model_card(**fields):
             "tokenizer": "PreTrainedTokenizerFast", "prepend_bos": False, "path": "m", "facts_form": "natural",
             "architecture": "Qwen2ForCausalLM"}
     return ModelCard(**{**base, **fields})
+
+
+FACT_ROWS = [  # domain, subject, relation, answer, natural prompt (the qa form is derived)
+    ("people", "Mary", "friend_of", "John", "Mary went to the store with"),
+    ("people", "Tom", "friend_of", "Anna", "Tom gave a book to"),
+    ("people", "Paul", "friend_of", "Kate", "Paul went to the garden with"),
+    ("places", "drink", "sold_at", "store", "a drink is sold at the"),
+    ("places", "book", "read_in", "garden", "a book is read in the"),
+    ("people", "Lisa", "friend_of", "Mary", "Lisa gave a drink to"),
+]
+
+
+def write_facts(path, rows):
+    """A facts file (the columns of circuitloc.tasks.facts) of `rows`, the qa prompt made from each natural one."""
+    from circuitloc.tasks import facts
+
+    lines = ["\t".join(facts.COLUMNS)] + ["\t".join([*r, f"Q: {r[4]}?\\nA:"]) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -3,7 +3,7 @@
 full stop), drawn from the 30 templates and the shipped names, places and objects
 (circuitloc.tasks.ioi.synthetic_fahamu). Deterministic: rerunning it rewrites the same sentences.
 
-    python tests/make_test_fahamu.py && CIRCUITLOC_UPDATE_EXPECTED=1 python -m pytest tests/test_workflow.py
+    python tests/make_test_fahamu.py && CIRCUITLOC_UPDATE_EXPECTED=1 python -m pytest tests/workflow/test_workflow.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 embedded default's recipe (config/config.yaml, toy_mha and toy_gqa), one torch thread each.
 About 5 minutes per toy on one idle core. Refresh the goldens afterwards:
 
-    python tests/make_test_toys.py && CIRCUITLOC_UPDATE_EXPECTED=1 python -m pytest tests/test_workflow.py
+    python tests/make_test_toys.py && CIRCUITLOC_UPDATE_EXPECTED=1 python -m pytest tests/workflow/test_workflow.py
 """
 
 from __future__ import annotations

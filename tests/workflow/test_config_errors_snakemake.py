@@ -1,0 +1,84 @@
+"""Config mistakes and subsets through Snakemake's dry run: the snakemake command prints the one
+line without a traceback, an unknown ablation kind is refused at plan time, and a config may run a
+subset of the tasks (the messages themselves: unit/test_config_errors.py)."""
+
+import yaml
+from workflow_helpers import TEST_CONFIG, config_error, planned_jobs, resolve_over_test_config, smk
+
+
+_resolve, _error = resolve_over_test_config, config_error
+
+
+def test_the_snakemake_command_prints_the_line_without_a_traceback(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("tasks:\n  ioi:\n    n_score: twenty\n")
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    assert p.returncode != 0
+    out = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("config:") or "Traceback" in ln
+           or ln.startswith("  File")]
+    assert out == ["config: tasks.ioi.n_score = 'twenty': expected an integer"]
+
+
+def test_a_one_task_config_plans_only_that_tasks_jobs(tmp_path):
+    cfg = tmp_path / "ioi_only.yaml"
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["tasks"].update(induction=None, facts=None)
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    tasks = {wc["task"] for _, wc in jobs if "task" in wc}
+    assert tasks == {"ioi"}
+    rules = {rule.split("__")[0] for rule, _ in jobs}
+    assert {"dataset", "scores", "curves", "tables", "figures", "stability", "specificity"} <= rules
+    assert "dataset_shared" not in rules
+
+
+def test_a_model_may_leave_a_task_out_and_the_others_still_run_it(tmp_path):
+    cfg = tmp_path / "gqa_no_induction.yaml"
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["models"]["tiny_gqa"]["tasks"] = {"induction": None}
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    induction = {wc["model"] for _, wc in jobs if wc.get("task") == "induction" and "model" in wc}
+    assert induction == {"tiny_mha"}
+    ioi = {wc["model"] for _, wc in jobs if wc.get("task") == "ioi" and "model" in wc}
+    assert ioi == {"tiny_mha", "tiny_gqa"}
+    rules = {rule.split("__")[0] for rule, wc in jobs if wc.get("task") == "induction"}
+    assert {"dataset", "scores", "curves", "tables", "stability"} <= rules
+
+
+def test_an_unknown_ablation_kind_is_one_line_at_plan_time_at_any_depth(tmp_path):
+    assert _error({"ablation": {"kinds": ["meen"]}}) == (
+        "config: ablation.kinds: unknown kind 'meen' (did you mean 'mean'?): expected one of zero, mean, resample "
+        "(a kind of your own: its module in task_modules)")
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    models["tiny_gqa"]["ablation"] = {"kinds": ["zero", "resampel"]}
+    assert _error({"models": models}).startswith(
+        "config: models.tiny_gqa.ablation.kinds: unknown kind 'resampel' (did you mean 'resample'?)")
+    cfg = tmp_path / "meen.yaml"
+    cfg.write_text("ablation:\n  kinds: [meen]\n")
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    text = p.stdout + p.stderr
+    assert p.returncode != 0 and "Traceback" not in text and "File " not in text
+    assert [ln for ln in text.splitlines() if ln.startswith("config:")] == [
+        "config: ablation.kinds: unknown kind 'meen' (did you mean 'mean'?): expected one of zero, mean, resample "
+        "(a kind of your own: its module in task_modules)"]
+
+
+def test_a_run_config_with_its_own_models_runs_the_tasks_it_names_only(tmp_path):
+    # the README's "Your own model" shape: own models:, one task
+    layer = yaml.safe_load(TEST_CONFIG.read_text())
+    layer["tasks"] = {"ioi": layer["tasks"]["ioi"]}
+    cfg = tmp_path / "own.yaml"
+    cfg.write_text(yaml.safe_dump(layer))
+    jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
+    assert {wc["task"] for _, wc in jobs if "task" in wc} == {"ioi"}
+    # the task it names still merges onto the default's settings (n_curve from the default)
+    from circuitloc.plan.workflow_config import layered, resolve
+    from workflow_helpers import ROOT
+
+    own = resolve(layered(ROOT, {}, [str(cfg)]), ROOT)
+    assert list(own["tasks"]) == ["ioi"]
+    # an overlay without models keeps every task; a run config that only removes one keeps the rest
+    assert list(_resolve({"tasks": {"facts": {"metric": "accuracy"}}})["tasks"]) == ["ioi", "induction", "facts"]
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    assert list(_resolve({"models": models, "tasks": {"facts": None}})["tasks"]) == ["ioi", "induction"]
