@@ -6,13 +6,13 @@ for _ablations, _models in groups.specificity_groups(config):
         name:
             groups.group_rule(config, "specificity", _ablations)
         input:
-            card=targets.CARD,
-            data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
-            scores=lambda wc, abls=_ablations: [f"results/scores/{t}/{wc.model}/{a}.parquet"
+            card=paths.CARD,
+            data=lambda wc: [paths.DATA.format(task=t, model=wc.model) for t in views.model_tasks(config, wc.model)],
+            scores=lambda wc, abls=_ablations: [paths.SCORES.format(task=t, model=wc.model, ablation=a)
                                                 for a in abls for t in views.model_tasks(config, wc.model)],
             neutral=inputs.neutral_text(config, ROOT),
         output:
-            [f"results/specificity/{{model}}/{a}.parquet" for a in _ablations],
+            [paths.fill(paths.SPECIFICITY, ablation=a) for a in _ablations],
         wildcard_constraints:
             model=views.one_of(_models),
         params:
@@ -21,12 +21,12 @@ for _ablations, _models in groups.specificity_groups(config):
             metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
             code=code_version("specificity.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
-            resume=lambda wc, abls=_ablations: f"results/.resume/specificity/{wc.model}{groups.group_tag(config, abls)}",
+            resume=lambda wc, abls=_ablations: f"{paths.RESUME}/specificity/{wc.model}{groups.group_tag(config, abls)}",
             **torch_params(),
         log:
-            f"results/logs/specificity/{{model}}{groups.group_tag(config, _ablations)}.log",
+            paths.log(f"specificity/{{model}}{groups.group_tag(config, _ablations)}"),
         benchmark:
-            f"results/benchmarks/specificity/{{model}}{groups.group_tag(config, _ablations)}.tsv"
+            paths.benchmark(f"specificity/{{model}}{groups.group_tag(config, _ablations)}")
         threads: 1
         priority: job_priority("specificity")
         resources:
@@ -39,7 +39,7 @@ for _ablations, _models in groups.specificity_groups(config):
 
 rule specificity_table:
     input:
-        [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in views.model_ablations(config, m)],
+        [paths.SPECIFICITY.format(model=m, ablation=a) for m in MODELS for a in views.model_ablations(config, m)],
     output:
         csv="results/tables/specificity.csv",
         html=report(
@@ -53,9 +53,9 @@ rule specificity_table:
     params:
         code=code_version("specificity_table.py"),
     log:
-        "results/logs/tables/specificity.log",
+        paths.log("tables/specificity"),
     benchmark:
-        "results/benchmarks/specificity_table.tsv",
+        paths.benchmark("specificity_table"),
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -91,9 +91,9 @@ rule stability:
         primary=ABLATIONS[0],
         code=code_version("stability.py"),
     log:
-        "results/logs/tables/stability_{task}.log",
+        paths.log("tables/stability_{task}"),
     benchmark:
-        "results/benchmarks/stability/{task}.tsv",
+        paths.benchmark("stability/{task}"),
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -104,7 +104,7 @@ rule stability:
 
 rule robustness:
     input:
-        [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
+        [paths.TABLE1.format(task=t, ablation=a) for t, a in targets.table_pairs(config)],
     output:
         csv="results/tables/robustness.csv",
         html=report(
@@ -119,9 +119,9 @@ rule robustness:
         pairs=targets.table_pairs(config),
         code=code_version("robustness.py"),
     log:
-        "results/logs/tables/robustness.log",
+        paths.log("tables/robustness"),
     benchmark:
-        "results/benchmarks/robustness.tsv",
+        paths.benchmark("robustness"),
     resources:
         **job_resources("small", per_model=False),
     conda:

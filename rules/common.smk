@@ -3,7 +3,7 @@
 # run makes and what each table reads; groups for how score and curve jobs are cut, named, ordered
 # and resourced; inputs for the files no job writes and the code hash); the rules call them with
 # this run's `config`. Nothing here changes the config.
-from circuitloc.plan import groups, inputs, targets, views  # noqa: E402  (no heavy imports)
+from circuitloc.plan import groups, inputs, paths, targets, views  # noqa: E402  (no heavy imports)
 from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
 from circuitloc.plan import registry  # noqa: E402
 
@@ -42,6 +42,20 @@ def job_resources(stage, per_model=True):
 def job_priority(stage, group_models=()):
     """A rule's `priority:`: long jobs first, so 2 cores stay busy to the end (plan.groups)."""
     return groups.job_priority(config, stage, group_models)
+
+
+def table_outputs(name, ablations, label):
+    """A per-task table job's outputs of one table (`name`: table1, table2) per ablation: the CSV, the
+    HTML page the report shows, the Markdown."""
+    stem = [f"results/tables/{name}_{{task}}_{a}" for a in ablations]
+
+    def page(s, a):  # (a line here that starts with `report(` would read as the report directive)
+        labels = {"output": label, "task": "{task}", "ablation": a}
+        return report(f"{s}.html", caption=f"../report/{name}.rst", category="{task}",
+                      subcategory=f"{a} ablation", labels=labels)
+
+    html = [page(s, a) for s, a in zip(stem, ablations)]
+    return {name: [f"{s}.csv" for s in stem], f"{name}_html": html, f"{name}_md": [f"{s}.md" for s in stem]}
 
 
 wildcard_constraints:

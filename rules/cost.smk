@@ -11,7 +11,7 @@ rule cost:
     input:
         targets.cost_inputs(config),
     output:
-        csv="results/tables/cost.csv",
+        csv=targets.COST,
         html=report(
             "results/tables/cost.html",
             caption="../report/cost.rst",
@@ -24,9 +24,9 @@ rule cost:
         dag=DAG_RECORD,
         code=code_version("cost_table.py"),
     log:
-        "results/logs/tables/cost.log",
+        paths.log("tables/cost"),
     benchmark:
-        "results/benchmarks/cost.tsv"
+        paths.benchmark("cost")
     conda:
         "../envs/report.yaml"
     script:

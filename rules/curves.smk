@@ -6,12 +6,12 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "curves", _ablations)
         input:
-            card=targets.CARD,
-            data="results/data/{task}/{model}.parquet",
-            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
+            card=paths.CARD,
+            data=paths.DATA,
+            scores=[paths.fill(paths.SCORES, ablation=a) for a in _ablations],
         output:
-            curve=[f"results/curves/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
-            control=[f"results/curves/{{task}}/{{model}}/{a}.control.parquet" for a in _ablations],
+            curve=[paths.fill(paths.CURVES, ablation=a) for a in _ablations],
+            control=[paths.fill(paths.CONTROLS, ablation=a) for a in _ablations],
         wildcard_constraints:
             model=views.one_of(_models),
         params:
@@ -24,9 +24,9 @@ for _ablations, _models in ABLATION_GROUPS:
             resume=groups.resume_dir(config, "curves", _ablations),
             **torch_params(),
         log:
-            f"results/logs/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
+            paths.log(f"curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}"),
         benchmark:
-            f"results/benchmarks/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
+            paths.benchmark(f"curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}")
         threads: 1
         priority: job_priority("curves", _models)
         resources:

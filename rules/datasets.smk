@@ -1,10 +1,10 @@
 rule dataset:
     input:
         unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
-        card=targets.CARD,
+        card=paths.CARD,
     output:
-        data="results/data/{task}/{model}.parquet",
-        filter="results/data/{task}/{model}.filter.json",
+        data=paths.DATA,
+        filter=paths.FILTER,
     wildcard_constraints:
         task=views.one_of(TASKS),
         model=views.one_of(groups.stage_free_models(config)),
@@ -15,9 +15,9 @@ rule dataset:
         device=config["device"],
         code=code_version("build_dataset.py"),
     log:
-        "results/logs/data/{task}/{model}.log",
+        paths.log("data/{task}/{model}"),
     benchmark:
-        "results/benchmarks/dataset/{task}/{model}.tsv",
+        paths.benchmark("dataset/{task}/{model}"),
     threads: 1
     priority: job_priority("dataset")
     resources:
@@ -34,8 +34,8 @@ rule dataset_shared:
     input:
         members=lambda wc: views.shared_members(config, wc.task, wc.model),
     output:
-        data="results/data/{task}/{model}.parquet",
-        filter="results/data/{task}/{model}.filter.json",
+        data=paths.DATA,
+        filter=paths.FILTER,
     wildcard_constraints:
         task=views.one_of(views.shared_tasks(config)),
     params:
@@ -44,9 +44,9 @@ rule dataset_shared:
         seed=config["seed"],
         code=code_version("build_shared_dataset.py"),
     log:
-        "results/logs/data/{task}/{model}.log",
+        paths.log("data/{task}/{model}"),
     benchmark:
-        "results/benchmarks/dataset_shared/{task}/{model}.tsv",
+        paths.benchmark("dataset_shared/{task}/{model}"),
     threads: 1
     priority: job_priority("dataset")
     resources:

@@ -7,8 +7,8 @@ for _tasks, _ablations in targets.task_groups(config):
             targets.task_rule(config, "figures", _ablations)
         input:
             # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
-            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": targets.CARD, "scores": targets.SCORES,
-                                                                   "curves": targets.CURVES}, targets.figure_models)),
+            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES,
+                                                                   "curves": paths.CURVES}, targets.figure_models)),
         output:
             fig1=[report(f"results/figures/fig1_heatmap_{{task}}_{a}.png", caption="../report/fig1_heatmap.rst",
                          category="{task}", subcategory=f"{a} ablation",
@@ -30,9 +30,9 @@ for _tasks, _ablations in targets.task_groups(config):
             all_models=targets.per_ablation_models(config, _ablations),
             code=code_version("figures.py"),
         log:
-            "results/logs/figures/figures_{task}.log",
+            paths.log("figures/figures_{task}"),
         benchmark:
-            "results/benchmarks/figures/{task}.tsv"
+            paths.benchmark("figures/{task}")
         resources:
             **job_resources("small", per_model=False),
         conda:
@@ -44,7 +44,7 @@ for _tasks, _ablations in targets.task_groups(config):
 # One job draws the scale figure of every ablation (from each task's Table 1 under it).
 rule figure_scale:
     input:
-        tables=[f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
+        tables=[paths.TABLE1.format(task=t, ablation=a) for t, a in targets.table_pairs(config)],
     output:
         png=[report(f"results/figures/scale_{a}.png", caption="../report/scale.rst", category="all tasks",
                     subcategory=f"{a} ablation", labels={"output": "Scale figure", "task": "all", "ablation": a})
@@ -57,9 +57,9 @@ rule figure_scale:
         threshold=config["curves"]["threshold"],
         code=code_version("fig_scale.py"),
     log:
-        "results/logs/figures/scale.log",
+        paths.log("figures/scale"),
     benchmark:
-        "results/benchmarks/figure_scale.tsv"
+        paths.benchmark("figure_scale")
     resources:
         **job_resources("small", per_model=False),
     conda:

@@ -15,9 +15,9 @@ rule landing:
         headline=targets.headline(config),
         code=code_version("landing.py"),
     log:
-        "results/logs/report/landing.log",
+        paths.log("report/landing"),
     benchmark:
-        "results/benchmarks/landing.tsv"
+        paths.benchmark("landing")
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -33,9 +33,9 @@ rule report:
         targets.report_inputs(config),
         targets.LANDING,
     output:
-        html="results/report.html",
+        html=targets.REPORT,
     log:
-        "results/logs/report.log",
+        paths.log("report"),
     run:
         from circuitloc.plan.report import build_report
         from circuitloc.plan.workflow_config import as_layer

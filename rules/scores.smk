@@ -6,11 +6,11 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "scores", _ablations)
         input:
-            card=targets.CARD,
-            data="results/data/{task}/{model}.parquet",
+            card=paths.CARD,
+            data=paths.DATA,
         output:
-            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
-            prompts=[f"results/scores/{{task}}/{{model}}/{a}.prompts.parquet" for a in _ablations],
+            scores=[paths.fill(paths.SCORES, ablation=a) for a in _ablations],
+            prompts=[paths.fill(paths.PROMPTS, ablation=a) for a in _ablations],
         wildcard_constraints:
             model=views.one_of(_models),
         params:
@@ -21,9 +21,9 @@ for _ablations, _models in ABLATION_GROUPS:
             resume=groups.resume_dir(config, "scores", _ablations),
             **torch_params(),
         log:
-            f"results/logs/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
+            paths.log(f"scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}"),
         benchmark:
-            f"results/benchmarks/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
+            paths.benchmark(f"scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}")
         threads: 1
         priority: job_priority("scores", _models)
         resources:

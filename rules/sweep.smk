@@ -1,6 +1,6 @@
 rule sweep_tables:
     input:
-        table1="results/tables/table1_{task}_{ablation}.csv",
+        table1=paths.TABLE1,
         cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
         layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
@@ -38,9 +38,9 @@ rule sweep_tables:
         threshold=config["curves"]["threshold"],
         code=code_version("sweep_tables.py"),
     log:
-        "results/logs/tables/sweep_{task}_{ablation}.log",
+        paths.log("tables/sweep_{task}_{ablation}"),
     benchmark:
-        "results/benchmarks/sweep_tables/{task}/{ablation}.tsv",
+        paths.benchmark("sweep_tables/{task}/{ablation}"),
     resources:
         **job_resources("small", per_model=False),
     conda:
@@ -70,9 +70,9 @@ rule sweep_overview:
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         code=code_version("sweep_overview.py"),
     log:
-        "results/logs/tables/sweep_overview.log",
+        paths.log("tables/sweep_overview"),
     benchmark:
-        "results/benchmarks/sweep_overview/all.tsv"
+        paths.benchmark("sweep_overview/all")
     resources:
         **job_resources("small", per_model=False),
     conda:
