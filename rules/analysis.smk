@@ -8,31 +8,34 @@ for _ablations, _models in groups.specificity_groups(config):
         input:
             card=paths.CARD,
             data=lambda wc: [paths.DATA.format(task=t, model=wc.model) for t in views.model_tasks(config, wc.model)],
-            scores=lambda wc, abls=_ablations: [paths.SCORES.format(task=t, model=wc.model, ablation=a)
-                                                for a in abls for t in views.model_tasks(config, wc.model)],
+            scores=lambda wc, abls=_ablations: [
+                paths.SCORES.format(task=t, model=wc.model, ablation=a)
+                for a in abls
+                for t in views.model_tasks(config, wc.model)
+            ],
             neutral=inputs.neutral_text(config, ROOT),
         output:
             [paths.fill(paths.SPECIFICITY, ablation=a) for a in _ablations],
+        log:
+            paths.log(f"specificity/{{model}}{groups.group_tag(config, _ablations)}"),
+        benchmark:
+            paths.benchmark(f"specificity/{{model}}{groups.group_tag(config, _ablations)}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("specificity")
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("specificity"),
         params:
+            **torch_params(),
             ablations=_ablations,
             tasks=lambda wc: views.model_tasks(config, wc.model),
             metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
             code=code_version("specificity.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=lambda wc, abls=_ablations: f"{paths.RESUME}/specificity/{wc.model}{groups.group_tag(config, abls)}",
-            **torch_params(),
-        log:
-            paths.log(f"specificity/{{model}}{groups.group_tag(config, _ablations)}"),
-        benchmark:
-            paths.benchmark(f"specificity/{{model}}{groups.group_tag(config, _ablations)}")
-        threads: 1
-        priority: job_priority("specificity")
-        resources:
-            **job_resources("specificity"),
-        conda:
-            "../envs/circuitloc.yaml"
         script:
             "../workflow/scripts/specificity.py"
 
@@ -50,16 +53,16 @@ rule specificity_table:
             labels={"output": "Specificity table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/specificity.md",
-    params:
-        code=code_version("specificity_table.py"),
     log:
         paths.log("tables/specificity"),
     benchmark:
-        paths.benchmark("specificity_table"),
-    resources:
-        **job_resources("small", per_model=False),
+        paths.benchmark("specificity_table")
     conda:
         "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
+    params:
+        code=code_version("specificity_table.py"),
     script:
         "../workflow/scripts/specificity_table.py"
 
@@ -86,18 +89,18 @@ rule stability:
             labels={"output": "Stability figure", "task": "{task}", "ablation": ABLATIONS[0]},
         ),
         pdf="results/figures/stability_{task}.pdf",
+    log:
+        paths.log("tables/stability_{task}"),
+    benchmark:
+        paths.benchmark("stability/{task}")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         entries=lambda wc: targets.stability_entries(config, wc.task),
         primary=ABLATIONS[0],
         code=code_version("stability.py"),
-    log:
-        paths.log("tables/stability_{task}"),
-    benchmark:
-        paths.benchmark("stability/{task}"),
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/stability.py"
 
@@ -115,16 +118,16 @@ rule robustness:
             labels={"output": "Robustness table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/robustness.md",
-    params:
-        pairs=targets.table_pairs(config),
-        code=code_version("robustness.py"),
     log:
         paths.log("tables/robustness"),
     benchmark:
-        paths.benchmark("robustness"),
-    resources:
-        **job_resources("small", per_model=False),
+        paths.benchmark("robustness")
     conda:
         "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
+    params:
+        pairs=targets.table_pairs(config),
+        code=code_version("robustness.py"),
     script:
         "../workflow/scripts/robustness.py"

@@ -7,7 +7,6 @@ from circuitloc.plan import groups, inputs, paths, targets, views  # noqa: E402 
 from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
 from circuitloc.plan import registry  # noqa: E402
 
-
 MODELS = views.models(config)
 TASKS = views.tasks(config)
 ABLATIONS = views.ablations(config)
@@ -30,8 +29,12 @@ def torch_params():
     """What every job that runs a model on ablations (score, curve, staged, specificity) is told beside
     its own params (`params: ..., **torch_params()`): the model's ablation options, the bootstrap,
     the token budget of a batch and the device."""
-    return dict(opts=lambda wc: views.ablation_opts(config, wc.model), bootstrap=views.bootstrap_opts(config),
-                batch_tokens=config["max_batch_tokens"], device=config["device"])
+    return dict(
+        opts=lambda wc: views.ablation_opts(config, wc.model),
+        bootstrap=views.bootstrap_opts(config),
+        batch_tokens=config["max_batch_tokens"],
+        device=config["device"],
+    )
 
 
 def job_resources(stage, per_model=True):
@@ -51,8 +54,9 @@ def table_outputs(name, ablations, label):
 
     def page(s, a):  # (a line here that starts with `report(` would read as the report directive)
         labels = {"output": label, "task": "{task}", "ablation": a}
-        return report(f"{s}.html", caption=f"../report/{name}.rst", category="{task}",
-                      subcategory=f"{a} ablation", labels=labels)
+        return report(
+            f"{s}.html", caption=f"../report/{name}.rst", category="{task}", subcategory=f"{a} ablation", labels=labels
+        )
 
     html = [page(s, a) for s, a in zip(stem, ablations)]
     return {name: [f"{s}.csv" for s in stem], f"{name}_html": html, f"{name}_md": [f"{s}.md" for s in stem]}

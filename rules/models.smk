@@ -12,22 +12,22 @@ rule model:
     output:
         card=paths.CARD,
         weights=directory(paths.WEIGHTS),
+    log:
+        paths.log("models/{model}"),
+    benchmark:
+        paths.benchmark("model/{model}")
     wildcard_constraints:
         model=views.weights_pattern(config, True),
+    priority: job_priority("model")
+    conda:
+        "../envs/circuitloc.yaml"
+    threads: 1
+    resources:
+        **job_resources("model"),
     params:
         spec=lambda wc: views.model_build_spec(config, wc.model),
         weights=lambda wc: paths.WEIGHTS.format(model=wc.model),  # toy/gguf: the output below; hf: unused
         code=code_version("build_model.py"),
-    log:
-        paths.log("models/{model}"),
-    benchmark:
-        paths.benchmark("model/{model}"),
-    threads: 1
-    priority: job_priority("model")
-    resources:
-        **job_resources("model"),
-    conda:
-        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_model.py"
 
@@ -37,7 +37,7 @@ use rule model as model_hf with:
         [],
     output:
         card=paths.CARD,
-    wildcard_constraints:
-        model=views.weights_pattern(config, False),
     benchmark:
         paths.benchmark("model_hf/{model}")
+    wildcard_constraints:
+        model=views.weights_pattern(config, False),

@@ -11,24 +11,22 @@ rule landing:
         workflow=os.path.relpath(os.path.join(ROOT, "report", "workflow.rst")),  # relative: a moved run stays done
     output:
         rst=targets.LANDING,
-    params:
-        headline=targets.headline(config),
-        code=code_version("landing.py"),
     log:
         paths.log("report/landing"),
     benchmark:
         paths.benchmark("landing")
-    resources:
-        **job_resources("small", per_model=False),
     conda:
         "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
+    params:
+        headline=targets.headline(config),
+        code=code_version("landing.py"),
     script:
         "../workflow/scripts/landing.py"
 
 
 rule report:
-    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
-    localrule: True
     input:
         targets.report_inputs(config),
         targets.LANDING,
@@ -36,9 +34,16 @@ rule report:
         html=targets.REPORT,
     log:
         paths.log("report"),
+    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
+    localrule: True
     run:
         from circuitloc.plan.report import build_report
         from circuitloc.plan.workflow_config import as_layer
 
-        build_report(as_layer(config, ROOT), workflow.main_snakefile, output.html, log[0],
-                     style=os.path.join(ROOT, "report", "style.css"))
+        build_report(
+            as_layer(config, ROOT),
+            workflow.main_snakefile,
+            output.html,
+            log[0],
+            style=os.path.join(ROOT, "report", "style.css"),
+        )

@@ -17,9 +17,20 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             prompts=[paths.fill(paths.PROMPTS, task=t, ablation=a) for t in _tasks for a in _ablations],
             curve=[paths.fill(paths.CURVES, task=t, ablation=a) for t in _tasks for a in _ablations],
             control=[paths.fill(paths.CONTROLS, task=t, ablation=a) for t in _tasks for a in _ablations],
+        log:
+            paths.log("model_stages/{model}"),
+        benchmark:
+            paths.benchmark("model_stages/{model}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("model_stages", _models)
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("model_stages"),
         params:
+            **torch_params(),
             tasks=_tasks,
             ablations=_ablations,
             # per task: what its dataset, score and curve jobs would be told
@@ -28,16 +39,5 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             code=code_version("model_stages.py"),
             # finished datasets and ablations of a failed or killed job (circuitloc.resume)
             resume=lambda wc: f"{paths.RESUME}/model_stages/{wc.model}",
-            **torch_params(),
-        log:
-            paths.log("model_stages/{model}"),
-        benchmark:
-            paths.benchmark("model_stages/{model}")
-        threads: 1
-        priority: job_priority("model_stages", _models)
-        resources:
-            **job_resources("model_stages"),
-        conda:
-            "../envs/circuitloc.yaml"
         script:
             "../workflow/scripts/model_stages.py"

@@ -9,14 +9,26 @@ for _tasks, _ablations in targets.task_groups(config):
         name:
             targets.task_rule(config, "tables", _ablations)
         input:
-            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES,
-                                                                   "curves": paths.CURVES,
-                                                                   "controls": paths.CONTROLS})),
+            unpack(
+                targets.per_ablation_inputs(
+                    config,
+                    _ablations,
+                    {"cards": paths.CARD, "scores": paths.SCORES, "curves": paths.CURVES, "controls": paths.CONTROLS},
+                )
+            ),
         output:
             **table_outputs("table1", _ablations, "Table 1: localization"),
             **table_outputs("table2", _ablations, "Table 2: necessity check"),
+        log:
+            paths.log("tables/tables_{task}"),
+        benchmark:
+            paths.benchmark("tables/{task}")
         wildcard_constraints:
             task=views.one_of(_tasks),
+        conda:
+            "../envs/report.yaml"
+        resources:
+            **job_resources("small", per_model=False),
         params:
             ablations=_ablations,
             threshold=config["curves"]["threshold"],
@@ -24,14 +36,6 @@ for _tasks, _ablations in targets.task_groups(config):
             min_heldout=lambda wc: views.min_heldout(config, wc.task),
             models=targets.per_ablation_models(config, _ablations),
             code=code_version("tables.py"),
-        log:
-            paths.log("tables/tables_{task}"),
-        benchmark:
-            paths.benchmark("tables/{task}")
-        resources:
-            **job_resources("small", per_model=False),
-        conda:
-            "../envs/report.yaml"
         script:
             "../workflow/scripts/tables.py"
 
@@ -42,20 +46,20 @@ for _tasks, _ablations in targets.task_groups(config):
             unpack(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES})),
         output:
             importances=[directory(targets.mib_importances("{task}", a)) for a in _ablations],
-        wildcard_constraints:
-            task=views.one_of(_tasks),
-        params:
-            ablations=_ablations,
-            models=targets.per_ablation_models(config, _ablations),
-            code=code_version("mib_importances.py"),
         log:
             paths.log("tables/mib_{task}"),
         benchmark:
             paths.benchmark("mib_importances/{task}")
-        resources:
-            **job_resources("small", per_model=False),
+        wildcard_constraints:
+            task=views.one_of(_tasks),
         conda:
             "../envs/report.yaml"
+        resources:
+            **job_resources("small", per_model=False),
+        params:
+            ablations=_ablations,
+            models=targets.per_ablation_models(config, _ablations),
+            code=code_version("mib_importances.py"),
         script:
             "../workflow/scripts/mib_importances.py"
 
@@ -73,18 +77,18 @@ rule claims:
             labels={"output": "The paper's claims, checked on this run", "task": "all", "ablation": "zero-query"},
         ),
         md="results/tables/claims.md",
+    log:
+        paths.log("tables/claims"),
+    benchmark:
+        paths.benchmark("claims")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         models=views.models(config),
         names=list(targets.claim_inputs(config)),
         threshold=config["curves"]["threshold"],
         code=code_version("claims.py"),
-    log:
-        paths.log("tables/claims"),
-    benchmark:
-        paths.benchmark("claims"),
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/claims.py"
