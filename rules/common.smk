@@ -50,16 +50,22 @@ def job_priority(stage, group_models=()):
 def table_outputs(name, ablations, label):
     """A per-task table job's outputs of one table (`name`: table1, table2) per ablation: the CSV, the
     HTML page the report shows, the Markdown."""
-    stem = [f"results/tables/{name}_{{task}}_{a}" for a in ablations]
 
-    def page(s, a):  # (a line here that starts with `report(` would read as the report directive)
+    def page(a):  # (a line here that starts with `report(` would read as the report directive)
         labels = {"output": label, "task": "{task}", "ablation": a}
         return report(
-            f"{s}.html", caption=f"../report/{name}.rst", category="{task}", subcategory=f"{a} ablation", labels=labels
+            f"results/tables/{name}_{{task}}_{a}.html",
+            caption=f"../report/{name}.rst",
+            category="{task}",
+            subcategory=f"{a} ablation",
+            labels=labels,
         )
 
-    html = [page(s, a) for s, a in zip(stem, ablations)]
-    return {name: [f"{s}.csv" for s in stem], f"{name}_html": html, f"{name}_md": [f"{s}.md" for s in stem]}
+    return {
+        name: [f"results/tables/{name}_{{task}}_{a}.csv" for a in ablations],
+        f"{name}_html": [page(a) for a in ablations],
+        f"{name}_md": [f"results/tables/{name}_{{task}}_{a}.md" for a in ablations],
+    }
 
 
 wildcard_constraints:

@@ -9,7 +9,7 @@ rule cost:
     input:
         targets.cost_inputs(config),
     output:
-        csv=targets.COST,
+        csv="results/tables/cost.csv",
         html=report(
             "results/tables/cost.html",
             caption="../report/cost.rst",

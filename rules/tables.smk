@@ -45,7 +45,7 @@ for _tasks, _ablations in targets.task_groups(config):
         input:
             unpack(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES})),
         output:
-            importances=[directory(targets.mib_importances("{task}", a)) for a in _ablations],
+            importances=[directory(paths.fill(paths.MIB, ablation=a)) for a in _ablations],
         log:
             paths.log("tables/mib_{task}"),
         benchmark:
@@ -69,7 +69,7 @@ rule claims:
         cards=lambda wc: [views.card(m) for m in views.models(config)],
         tables=lambda wc: list(targets.claim_inputs(config).values()),
     output:
-        csv=targets.CLAIMS,
+        csv="results/tables/claims.csv",
         html=report(
             "results/tables/claims.html",
             caption="../report/claims.rst",

@@ -15,6 +15,8 @@ CURVES = f"{RESULTS}/curves/{{task}}/{{model}}/{{ablation}}.parquet"
 CONTROLS = f"{RESULTS}/curves/{{task}}/{{model}}/{{ablation}}.control.parquet"
 SPECIFICITY = f"{RESULTS}/specificity/{{model}}/{{ablation}}.parquet"
 TABLE1 = f"{RESULTS}/tables/table1_{{task}}_{{ablation}}.csv"
+# a task's and ablation's unit scores in MIB's node-importance form (a folder; rule mib_importances)
+MIB = f"{RESULTS}/mib/{{task}}/{{ablation}}"
 # a job's log and Snakemake benchmark (the cost table sums the benchmarks), and the finished parts
 # of a failed or killed job (circuitloc.resume)
 LOGS = f"{RESULTS}/logs"

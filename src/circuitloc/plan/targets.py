@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from circuitloc.plan import registry, vocab
-from circuitloc.plan.paths import CARD, CONTROLS, CURVES, DATA, FILTER, PROMPTS, SCORES, TABLE1, WEIGHTS
+from circuitloc.plan.paths import CARD, CONTROLS, CURVES, DATA, FILTER, MIB, PROMPTS, SCORES, TABLE1, WEIGHTS
 from circuitloc.plan.sweep import figure_sample
 from circuitloc.plan.views import (
     ablations,
@@ -176,12 +176,6 @@ def headline(config) -> tuple[str, str]:
     return (task if task in ts else ts[0]), (abl if abl in abls else abls[0])
 
 
-def mib_importances(task, ablation) -> str:
-    """The folder of a task's and ablation's unit scores in MIB's node-importance form, one
-    `{task}_{model}/importances.json` per model (rule mib_importances)."""
-    return f"results/mib/{task}/{ablation}"
-
-
 def _tables_and_figures(config) -> list[str]:
     """Every model card, table and figure the config asks for."""
     out = [CARD.format(model=m) for m in models(config)]
@@ -189,7 +183,7 @@ def _tables_and_figures(config) -> list[str]:
     for task, abl in pairs:
         out += [TABLE1.format(task=task, ablation=abl), f"results/tables/table2_{task}_{abl}.csv",
                 f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png",
-                mib_importances(task, abl)]
+                MIB.format(task=task, ablation=abl)]
     out += [f"results/figures/scale_{abl}.png" for abl in ablations(config)]
     extras = config["analysis"]
     if "stability" in extras:
