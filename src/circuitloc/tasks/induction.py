@@ -93,7 +93,7 @@ def unit_columns(job) -> pl.DataFrame:
 
 # -- attention-pattern head scores, read from TransformerLens' blocks.{l}.attn.hook_pattern ----------
 def _patterns(bridge, input_ids: torch.Tensor, n_layers: int) -> list[torch.Tensor]:
-    names = [f"blocks.{l}.attn.hook_pattern" for l in range(n_layers)]
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
     with torch.no_grad():
         _, cache = bridge.run_with_cache(input_ids, names_filter=lambda n: n in names)
     return [cache[n].float().cpu() for n in names]  # each [N, H, T, T]
