@@ -104,14 +104,3 @@ def induction_scores(bridge, input_ids, last_pos, b_pos, n_layers: int) -> torch
     rows = torch.arange(len(b_pos))
     return torch.stack([p[rows, :, last_pos, b_pos].mean(0) for p in _patterns(bridge, input_ids, n_layers)])
 
-
-def previous_token_scores(bridge, input_ids, last_pos, n_layers: int) -> torch.Tensor:
-    """[L, H]: mean attention from each real position t >= 1 to t - 1."""
-    out = []
-    T = input_ids.shape[1]
-    t = torch.arange(1, T)
-    mask = (t[None, :] <= last_pos[:, None]).float()  # [N, T-1]
-    for p in _patterns(bridge, input_ids, n_layers):
-        prev = p[:, :, t, t - 1]  # [N, H, T-1]
-        out.append((prev * mask[:, None]).sum((0, 2)) / mask.sum())
-    return torch.stack(out)
