@@ -28,6 +28,7 @@ except ConfigError as e:  # one line per problem, without a traceback
 # workflow's description.
 from circuitloc.plan.report import report_text  # noqa: E402
 
+
 report: report_text(ROOT)
 
 
@@ -73,6 +74,6 @@ if not workflow.modifier.is_main_snakefile():
 
 
 rule all:
+    default_target: True
     input:
         targets.all_outputs(config),
-    default_target: True

@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from circuitloc import stats as S  # noqa: E402  (after the path insert)
+from circuitloc import stats  # noqa: E402  (after the path insert)
 
 PROMPTS = (10, 20, 60, 180)  # the shipped prompt counts: ioi n_score 20, facts 60, ioi curves 180
 DISTS = ("normal", "skewed", "heavy")
@@ -77,9 +77,9 @@ def covers(case: Case, method: str, reps: int, n_boot: int = 1000, seed: int = 0
     hits = total = 0
     for _ in range(reps):
         num, den, truth = dataset(rng, case)
-        w = S.bootstrap_weights(case.n, n_boot, int(rng.integers(2 ** 31)))
-        lo, hi = (S.mean_intervals(num, w, 0.95, method) if den is None
-                  else S.ratio_intervals(num, den, w, 0.95, method))
+        w = stats.bootstrap_weights(case.n, n_boot, int(rng.integers(2 ** 31)))
+        lo, hi = (stats.mean_intervals(num, w, 0.95, method) if den is None
+                  else stats.ratio_intervals(num, den, w, 0.95, method))
         hits += int(np.sum((lo <= truth) & (truth <= hi)))
         total += len(truth)
     return hits / total
@@ -95,11 +95,11 @@ def top_unit_coverage(n: int, reps: int, n_boot: int = 1000, seed: int = 0) -> t
     for _ in range(reps):
         score = truth[:, None] + noise(rng, "normal", (16, n))
         top = int(np.argmax(score.mean(axis=1)))
-        w = S.bootstrap_weights(n, n_boot, int(rng.integers(2 ** 31)))
-        lo, hi = S.mean_intervals(score[[top]], w, 0.95)
+        w = stats.bootstrap_weights(n, n_boot, int(rng.integers(2 ** 31)))
+        lo, hi = stats.mean_intervals(score[[top]], w, 0.95)
         inside += int(lo[0] <= truth[top] <= hi[0])
         other = truth[top] + noise(rng, "normal", (1, n))
-        lo, hi = S.mean_intervals(other, w, 0.95)
+        lo, hi = stats.mean_intervals(other, w, 0.95)
         held += int(lo[0] <= truth[top] <= hi[0])
     return inside / reps, held / reps
 
@@ -116,15 +116,15 @@ def main(argv=None):
     se = np.sqrt(0.95 * 0.05 / a.reps)
     print(f"coverage of nominal 95% intervals, {a.reps} datasets x {a.boot} resamples per cell "
           f"(Monte Carlo se ~{se:.3f} for a drop; a curve averages 5 correlated steps)")
-    print(f"{'quantity':8s} {'dist':7s} {'n':>4s}  " + "  ".join(f"{m:>11s}" for m in S.INTERVAL_METHODS))
+    print(f"{'quantity':8s} {'dist':7s} {'n':>4s}  " + "  ".join(f"{m:>11s}" for m in stats.INTERVAL_METHODS))
     for q in a.quantities:
         for dist in a.dists:
             for n in a.n:
                 case = Case(q, dist, n)
-                row = [covers(case, m, a.reps, a.boot, seed=n) for m in S.INTERVAL_METHODS]
+                row = [covers(case, m, a.reps, a.boot, seed=n) for m in stats.INTERVAL_METHODS]
                 print(f"{q:8s} {dist:7s} {n:4d}  " + "  ".join(f"{c:11.3f}" for c in row), flush=True)
     print("top unit chosen on the scoring prompts (16 units, true drops 1.0-1.3, normal noise), "
-          f"{S.INTERVAL} intervals:")
+          f"{stats.INTERVAL} intervals:")
     for n in a.n:
         inside, held = top_unit_coverage(n, a.reps, a.boot, seed=n)
         print(f"  n {n:4d}: in-sample {inside:.3f}, held out {held:.3f}", flush=True)

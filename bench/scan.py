@@ -137,7 +137,7 @@ def _measure(args, mode, queue):
 
     bridge, prompts, n_heads, d_head = _model(args)
     L = bridge.cfg.n_layers
-    sets = [{}] + [{l: [h]} for l in range(L) for h in range(n_heads)]
+    sets = [{}] + [{layer: [h]} for layer in range(L) for h in range(n_heads)]
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -209,7 +209,7 @@ def main(argv=None):
     nv, ev = np.array(naive["values"]), np.array(engine["values"])
     drops_n = nv[0] - nv[1:]
     L, H = engine["layers"], engine["heads"]
-    floor = sum(H * (L - l) / L for l in range(L))
+    floor = sum(H * (L - layer) / L for layer in range(L))
     model = args.random or "smollm2-135m"
     print(f"model {model} ({L} layers x {H} heads), {args.prompts} IOI prompts, {args.device}/{args.dtype}, "
           f"{args.threads} thread(s)")

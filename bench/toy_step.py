@@ -107,7 +107,6 @@ def run(s, corpus, model, opt, sched, steps, warmup, upfront: bool, trained: boo
 
 def main(argv=None):
     import torch
-    import yaml
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "config/config.yaml"))

@@ -6,40 +6,43 @@ for _ablations, _models in groups.specificity_groups(config):
         name:
             groups.group_rule(config, "specificity", _ablations)
         input:
-            card=targets.CARD,
-            data=lambda wc: [f"results/data/{t}/{wc.model}.parquet" for t in views.model_tasks(config, wc.model)],
-            scores=lambda wc, abls=_ablations: [f"results/scores/{t}/{wc.model}/{a}.parquet"
-                                                for a in abls for t in views.model_tasks(config, wc.model)],
+            card=paths.CARD,
+            data=lambda wc: [paths.DATA.format(task=t, model=wc.model) for t in views.model_tasks(config, wc.model)],
+            scores=lambda wc, abls=_ablations: [
+                paths.SCORES.format(task=t, model=wc.model, ablation=a)
+                for a in abls
+                for t in views.model_tasks(config, wc.model)
+            ],
             neutral=inputs.neutral_text(config, ROOT),
         output:
-            [f"results/specificity/{{model}}/{a}.parquet" for a in _ablations],
+            [paths.fill(paths.SPECIFICITY, ablation=a) for a in _ablations],
+        log:
+            paths.log(f"specificity/{{model}}{groups.group_tag(config, _ablations)}"),
+        benchmark:
+            paths.benchmark(f"specificity/{{model}}{groups.group_tag(config, _ablations)}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("specificity")
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("specificity"),
         params:
+            **torch_params(),
             ablations=_ablations,
             tasks=lambda wc: views.model_tasks(config, wc.model),
             metrics=lambda wc: {t: views.task_metric(config, t) for t in views.model_tasks(config, wc.model)},
             code=code_version("specificity.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
-            resume=lambda wc, abls=_ablations: f"results/.resume/specificity/{wc.model}{groups.group_tag(config, abls)}",
-            **torch_params(),
-        log:
-            f"results/logs/specificity/{{model}}{groups.group_tag(config, _ablations)}.log",
-        benchmark:
-            f"results/benchmarks/specificity/{{model}}{groups.group_tag(config, _ablations)}.tsv"
-        threads: 1
-        priority: job_priority("specificity")
-        resources:
-            **job_resources("specificity"),
-        conda:
-            "../envs/circuitloc.yaml"
+            resume=lambda wc, abls=_ablations: f"{paths.RESUME}/specificity/{wc.model}{groups.group_tag(config, abls)}",
         script:
             "../workflow/scripts/specificity.py"
 
 
 rule specificity_table:
     input:
-        [f"results/specificity/{m}/{a}.parquet" for m in MODELS for a in views.model_ablations(config, m)],
+        [paths.SPECIFICITY.format(model=m, ablation=a) for m in MODELS for a in views.model_ablations(config, m)],
     output:
         csv="results/tables/specificity.csv",
         html=report(
@@ -50,16 +53,16 @@ rule specificity_table:
             labels={"output": "Specificity table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/specificity.md",
-    params:
-        code=code_version("specificity_table.py"),
     log:
-        "results/logs/tables/specificity.log",
+        paths.log("tables/specificity"),
     benchmark:
-        "results/benchmarks/specificity_table.tsv",
-    resources:
-        **job_resources("small", per_model=False),
+        paths.benchmark("specificity_table")
     conda:
         "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
+    params:
+        code=code_version("specificity_table.py"),
     script:
         "../workflow/scripts/specificity_table.py"
 
@@ -86,25 +89,25 @@ rule stability:
             labels={"output": "Stability figure", "task": "{task}", "ablation": ABLATIONS[0]},
         ),
         pdf="results/figures/stability_{task}.pdf",
+    log:
+        paths.log("tables/stability_{task}"),
+    benchmark:
+        paths.benchmark("stability/{task}")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         entries=lambda wc: targets.stability_entries(config, wc.task),
         primary=ABLATIONS[0],
         code=code_version("stability.py"),
-    log:
-        "results/logs/tables/stability_{task}.log",
-    benchmark:
-        "results/benchmarks/stability/{task}.tsv",
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/stability.py"
 
 
 rule robustness:
     input:
-        [f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
+        [paths.TABLE1.format(task=t, ablation=a) for t, a in targets.table_pairs(config)],
     output:
         csv="results/tables/robustness.csv",
         html=report(
@@ -115,16 +118,16 @@ rule robustness:
             labels={"output": "Robustness table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/robustness.md",
+    log:
+        paths.log("tables/robustness"),
+    benchmark:
+        paths.benchmark("robustness")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         pairs=targets.table_pairs(config),
         code=code_version("robustness.py"),
-    log:
-        "results/logs/tables/robustness.log",
-    benchmark:
-        "results/benchmarks/robustness.tsv",
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/robustness.py"

@@ -3,10 +3,9 @@
 # run makes and what each table reads; groups for how score and curve jobs are cut, named, ordered
 # and resourced; inputs for the files no job writes and the code hash); the rules call them with
 # this run's `config`. Nothing here changes the config.
-from circuitloc.plan import groups, inputs, targets, views  # noqa: E402  (no heavy imports)
+from circuitloc.plan import groups, inputs, paths, targets, views  # noqa: E402  (no heavy imports)
 from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
 from circuitloc.plan import registry  # noqa: E402
-
 
 MODELS = views.models(config)
 TASKS = views.tasks(config)
@@ -30,8 +29,12 @@ def torch_params():
     """What every job that runs a model on ablations (score, curve, staged, specificity) is told beside
     its own params (`params: ..., **torch_params()`): the model's ablation options, the bootstrap,
     the token budget of a batch and the device."""
-    return dict(opts=lambda wc: views.ablation_opts(config, wc.model), bootstrap=views.bootstrap_opts(config),
-                batch_tokens=config["max_batch_tokens"], device=config["device"])
+    return dict(
+        opts=lambda wc: views.ablation_opts(config, wc.model),
+        bootstrap=views.bootstrap_opts(config),
+        batch_tokens=config["max_batch_tokens"],
+        device=config["device"],
+    )
 
 
 def job_resources(stage, per_model=True):
@@ -42,6 +45,27 @@ def job_resources(stage, per_model=True):
 def job_priority(stage, group_models=()):
     """A rule's `priority:`: long jobs first, so 2 cores stay busy to the end (plan.groups)."""
     return groups.job_priority(config, stage, group_models)
+
+
+def table_outputs(name, ablations, label):
+    """A per-task table job's outputs of one table (`name`: table1, table2) per ablation: the CSV, the
+    HTML page the report shows, the Markdown."""
+
+    def page(a):  # (a line here that starts with `report(` would read as the report directive)
+        labels = {"output": label, "task": "{task}", "ablation": a}
+        return report(
+            f"results/tables/{name}_{{task}}_{a}.html",
+            caption=f"../report/{name}.rst",
+            category="{task}",
+            subcategory=f"{a} ablation",
+            labels=labels,
+        )
+
+    return {
+        name: [f"results/tables/{name}_{{task}}_{a}.csv" for a in ablations],
+        f"{name}_html": [page(a) for a in ablations],
+        f"{name}_md": [f"results/tables/{name}_{{task}}_{a}.md" for a in ablations],
+    }
 
 
 wildcard_constraints:

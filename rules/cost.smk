@@ -6,8 +6,6 @@
 
 
 rule cost:
-    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
-    localrule: True
     input:
         targets.cost_inputs(config),
     output:
@@ -20,14 +18,16 @@ rule cost:
             labels={"output": "Cost table", "task": "all", "ablation": "all"},
         ),
         md="results/tables/cost.md",
+    log:
+        paths.log("tables/cost"),
+    benchmark:
+        paths.benchmark("cost")
+    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
+    localrule: True
+    conda:
+        "../envs/report.yaml"
     params:
         dag=DAG_RECORD,
         code=code_version("cost_table.py"),
-    log:
-        "results/logs/tables/cost.log",
-    benchmark:
-        "results/benchmarks/cost.tsv"
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/cost_table.py"

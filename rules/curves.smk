@@ -6,15 +6,26 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "curves", _ablations)
         input:
-            card=targets.CARD,
-            data="results/data/{task}/{model}.parquet",
-            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
+            card=paths.CARD,
+            data=paths.DATA,
+            scores=[paths.fill(paths.SCORES, ablation=a) for a in _ablations],
         output:
-            curve=[f"results/curves/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
-            control=[f"results/curves/{{task}}/{{model}}/{a}.control.parquet" for a in _ablations],
+            curve=[paths.fill(paths.CURVES, ablation=a) for a in _ablations],
+            control=[paths.fill(paths.CONTROLS, ablation=a) for a in _ablations],
+        log:
+            paths.log(f"curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}"),
+        benchmark:
+            paths.benchmark(f"curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("curves", _models)
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("curves"),
         params:
+            **torch_params(),
             ablations=_ablations,
             cfg=lambda wc: views.curve_config(config, wc.task, wc.model),
             seed=config["seed"],
@@ -22,16 +33,5 @@ for _ablations, _models in ABLATION_GROUPS:
             code=code_version("curve.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=groups.resume_dir(config, "curves", _ablations),
-            **torch_params(),
-        log:
-            f"results/logs/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
-        benchmark:
-            f"results/benchmarks/curves/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
-        threads: 1
-        priority: job_priority("curves", _models)
-        resources:
-            **job_resources("curves"),
-        conda:
-            "../envs/circuitloc.yaml"
         script:
             "../workflow/scripts/curve.py"

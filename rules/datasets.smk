@@ -1,29 +1,29 @@
 rule dataset:
     input:
         unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
-        card=targets.CARD,
+        card=paths.CARD,
     output:
-        data="results/data/{task}/{model}.parquet",
-        filter="results/data/{task}/{model}.filter.json",
+        data=paths.DATA,
+        filter=paths.FILTER,
+    log:
+        paths.log("data/{task}/{model}"),
+    benchmark:
+        paths.benchmark("dataset/{task}/{model}")
     wildcard_constraints:
         task=views.one_of(TASKS),
         model=views.one_of(groups.stage_free_models(config)),
+    priority: job_priority("dataset")
+    conda:
+        "../envs/circuitloc.yaml"
+    threads: 1
+    resources:
+        **job_resources("dataset"),
     params:
         cfg=lambda wc: views.dataset_config(config, wc.task, wc.model),
         seed=config["seed"],
         batch_tokens=config["max_batch_tokens"],
         device=config["device"],
         code=code_version("build_dataset.py"),
-    log:
-        "results/logs/data/{task}/{model}.log",
-    benchmark:
-        "results/benchmarks/dataset/{task}/{model}.tsv",
-    threads: 1
-    priority: job_priority("dataset")
-    resources:
-        **job_resources("dataset"),
-    conda:
-        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_dataset.py"
 
@@ -34,24 +34,24 @@ rule dataset_shared:
     input:
         members=lambda wc: views.shared_members(config, wc.task, wc.model),
     output:
-        data="results/data/{task}/{model}.parquet",
-        filter="results/data/{task}/{model}.filter.json",
+        data=paths.DATA,
+        filter=paths.FILTER,
+    log:
+        paths.log("data/{task}/{model}"),
+    benchmark:
+        paths.benchmark("dataset_shared/{task}/{model}")
     wildcard_constraints:
         task=views.one_of(views.shared_tasks(config)),
+    priority: job_priority("dataset")
+    conda:
+        "../envs/circuitloc.yaml"
+    threads: 1
+    resources:
+        **job_resources("small"),
     params:
         members=lambda wc: views.family_members(config, wc.model, wc.task),
         n_score=lambda wc: views.task_config(config, wc.task, wc.model)["n_score"],
         seed=config["seed"],
         code=code_version("build_shared_dataset.py"),
-    log:
-        "results/logs/data/{task}/{model}.log",
-    benchmark:
-        "results/benchmarks/dataset_shared/{task}/{model}.tsv",
-    threads: 1
-    priority: job_priority("dataset")
-    resources:
-        **job_resources("small"),
-    conda:
-        "../envs/circuitloc.yaml"
     script:
         "../workflow/scripts/build_shared_dataset.py"

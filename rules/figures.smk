@@ -7,21 +7,47 @@ for _tasks, _ablations in targets.task_groups(config):
             targets.task_rule(config, "figures", _ablations)
         input:
             # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
-            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": targets.CARD, "scores": targets.SCORES,
-                                                                   "curves": targets.CURVES}, targets.figure_models)),
+            unpack(
+                targets.per_ablation_inputs(
+                    config,
+                    _ablations,
+                    {"cards": paths.CARD, "scores": paths.SCORES, "curves": paths.CURVES},
+                    targets.figure_models,
+                )
+            ),
         output:
-            fig1=[report(f"results/figures/fig1_heatmap_{{task}}_{a}.png", caption="../report/fig1_heatmap.rst",
-                         category="{task}", subcategory=f"{a} ablation",
-                         labels={"output": "Figure 1: head heatmap", "task": "{task}", "ablation": a})
-                  for a in _ablations],
+            fig1=[
+                report(
+                    f"results/figures/fig1_heatmap_{{task}}_{a}.png",
+                    caption="../report/fig1_heatmap.rst",
+                    category="{task}",
+                    subcategory=f"{a} ablation",
+                    labels={"output": "Figure 1: head heatmap", "task": "{task}", "ablation": a},
+                )
+                for a in _ablations
+            ],
             fig1_pdf=[f"results/figures/fig1_heatmap_{{task}}_{a}.pdf" for a in _ablations],
-            fig2=[report(f"results/figures/fig2_curves_{{task}}_{a}.png", caption="../report/fig2_curves.rst",
-                         category="{task}", subcategory=f"{a} ablation",
-                         labels={"output": "Figure 2: ablation curves", "task": "{task}", "ablation": a})
-                  for a in _ablations],
+            fig2=[
+                report(
+                    f"results/figures/fig2_curves_{{task}}_{a}.png",
+                    caption="../report/fig2_curves.rst",
+                    category="{task}",
+                    subcategory=f"{a} ablation",
+                    labels={"output": "Figure 2: ablation curves", "task": "{task}", "ablation": a},
+                )
+                for a in _ablations
+            ],
             fig2_pdf=[f"results/figures/fig2_curves_{{task}}_{a}.pdf" for a in _ablations],
+        log:
+            paths.log("figures/figures_{task}"),
+        benchmark:
+            paths.benchmark("figures/{task}")
         wildcard_constraints:
             task=views.one_of(_tasks),
+        conda:
+            "../envs/report.yaml"
+        resources:
+            **job_resources("small", per_model=False),
         params:
             ablations=_ablations,
             threshold=config["curves"]["threshold"],
@@ -29,14 +55,6 @@ for _tasks, _ablations in targets.task_groups(config):
             models=targets.figure_shown(config, _ablations),
             all_models=targets.per_ablation_models(config, _ablations),
             code=code_version("figures.py"),
-        log:
-            "results/logs/figures/figures_{task}.log",
-        benchmark:
-            "results/benchmarks/figures/{task}.tsv"
-        resources:
-            **job_resources("small", per_model=False),
-        conda:
-            "../envs/report.yaml"
         script:
             "../workflow/scripts/figures.py"
 
@@ -44,25 +62,32 @@ for _tasks, _ablations in targets.task_groups(config):
 # One job draws the scale figure of every ablation (from each task's Table 1 under it).
 rule figure_scale:
     input:
-        tables=[f"results/tables/table1_{t}_{a}.csv" for t, a in targets.table_pairs(config)],
+        tables=[paths.TABLE1.format(task=t, ablation=a) for t, a in targets.table_pairs(config)],
     output:
-        png=[report(f"results/figures/scale_{a}.png", caption="../report/scale.rst", category="all tasks",
-                    subcategory=f"{a} ablation", labels={"output": "Scale figure", "task": "all", "ablation": a})
-             for a in ABLATIONS],
+        png=[
+            report(
+                f"results/figures/scale_{a}.png",
+                caption="../report/scale.rst",
+                category="all tasks",
+                subcategory=f"{a} ablation",
+                labels={"output": "Scale figure", "task": "all", "ablation": a},
+            )
+            for a in ABLATIONS
+        ],
         pdf=[f"results/figures/scale_{a}.pdf" for a in ABLATIONS],
+    log:
+        paths.log("figures/scale"),
+    benchmark:
+        paths.benchmark("figure_scale")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         # [(task, ablation)] of the input tables, in order
         pairs=targets.table_pairs(config),
         ablations=ABLATIONS,
         threshold=config["curves"]["threshold"],
         code=code_version("fig_scale.py"),
-    log:
-        "results/logs/figures/scale.log",
-    benchmark:
-        "results/benchmarks/figure_scale.tsv"
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/fig_scale.py"

@@ -10,24 +10,24 @@ rule model:
     input:
         unpack(lambda wc: inputs.model_inputs(config, ROOT, wc)),
     output:
-        card=targets.CARD,
-        weights=directory("results/models/{model}/weights"),
+        card=paths.CARD,
+        weights=directory(paths.WEIGHTS),
+    log:
+        paths.log("models/{model}"),
+    benchmark:
+        paths.benchmark("model/{model}")
     wildcard_constraints:
         model=views.weights_pattern(config, True),
-    params:
-        spec=lambda wc: views.model_build_spec(config, wc.model),
-        weights=lambda wc: f"results/models/{wc.model}/weights",  # toy/gguf: the output below; hf: unused
-        code=code_version("build_model.py"),
-    log:
-        "results/logs/models/{model}.log",
-    benchmark:
-        "results/benchmarks/model/{model}.tsv",
-    threads: 1
     priority: job_priority("model")
-    resources:
-        **job_resources("model"),
     conda:
         "../envs/circuitloc.yaml"
+    threads: 1
+    resources:
+        **job_resources("model"),
+    params:
+        spec=lambda wc: views.model_build_spec(config, wc.model),
+        weights=lambda wc: paths.WEIGHTS.format(model=wc.model),  # toy/gguf: the output below; hf: unused
+        code=code_version("build_model.py"),
     script:
         "../workflow/scripts/build_model.py"
 
@@ -36,8 +36,8 @@ use rule model as model_hf with:
     input:
         [],
     output:
-        card=targets.CARD,
+        card=paths.CARD,
+    benchmark:
+        paths.benchmark("model_hf/{model}")
     wildcard_constraints:
         model=views.weights_pattern(config, False),
-    benchmark:
-        "results/benchmarks/model_hf/{model}.tsv"

@@ -11,31 +11,31 @@ rule landing:
         workflow=os.path.relpath(os.path.join(ROOT, "report", "workflow.rst")),  # relative: a moved run stays done
     output:
         rst=targets.LANDING,
+    log:
+        paths.log("report/landing"),
+    benchmark:
+        paths.benchmark("landing")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         headline=targets.headline(config),
         code=code_version("landing.py"),
-    log:
-        "results/logs/report/landing.log",
-    benchmark:
-        "results/benchmarks/landing.tsv"
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/landing.py"
 
 
 rule report:
-    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
-    localrule: True
     input:
         targets.report_inputs(config),
         targets.LANDING,
     output:
-        html="results/report.html",
+        html=targets.REPORT,
     log:
-        "results/logs/report.log",
+        paths.log("report"),
+    # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
+    localrule: True
     run:
         from circuitloc.plan.report import build_report
 

@@ -6,29 +6,29 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "scores", _ablations)
         input:
-            card=targets.CARD,
-            data="results/data/{task}/{model}.parquet",
+            card=paths.CARD,
+            data=paths.DATA,
         output:
-            scores=[f"results/scores/{{task}}/{{model}}/{a}.parquet" for a in _ablations],
-            prompts=[f"results/scores/{{task}}/{{model}}/{a}.prompts.parquet" for a in _ablations],
+            scores=[paths.fill(paths.SCORES, ablation=a) for a in _ablations],
+            prompts=[paths.fill(paths.PROMPTS, ablation=a) for a in _ablations],
+        log:
+            paths.log(f"scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}"),
+        benchmark:
+            paths.benchmark(f"scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("scores", _models)
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("scores"),
         params:
+            **torch_params(),
             ablations=_ablations,
             metric=lambda wc: views.task_metric(config, wc.task),
             code=code_version("score.py"),
             # finished ablations of a failed or killed job (circuitloc.resume)
             resume=groups.resume_dir(config, "scores", _ablations),
-            **torch_params(),
-        log:
-            f"results/logs/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.log",
-        benchmark:
-            f"results/benchmarks/scores/{{task}}/{{model}}{groups.group_tag(config, _ablations)}.tsv"
-        threads: 1
-        priority: job_priority("scores", _models)
-        resources:
-            **job_resources("scores"),
-        conda:
-            "../envs/circuitloc.yaml"
         script:
             "../workflow/scripts/score.py"

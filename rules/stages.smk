@@ -9,17 +9,28 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             groups.stage_rule(config, _tasks, _ablations)
         input:
             unpack(inputs.stage_inputs(config, ROOT, _tasks)),
-            card=targets.CARD,
+            card=paths.CARD,
         output:
-            data=[f"results/data/{t}/{{model}}.parquet" for t in _tasks],
-            filter=[f"results/data/{t}/{{model}}.filter.json" for t in _tasks],
-            scores=[f"results/scores/{t}/{{model}}/{a}.parquet" for t in _tasks for a in _ablations],
-            prompts=[f"results/scores/{t}/{{model}}/{a}.prompts.parquet" for t in _tasks for a in _ablations],
-            curve=[f"results/curves/{t}/{{model}}/{a}.parquet" for t in _tasks for a in _ablations],
-            control=[f"results/curves/{t}/{{model}}/{a}.control.parquet" for t in _tasks for a in _ablations],
+            data=[paths.fill(paths.DATA, task=t) for t in _tasks],
+            filter=[paths.fill(paths.FILTER, task=t) for t in _tasks],
+            scores=[paths.fill(paths.SCORES, task=t, ablation=a) for t in _tasks for a in _ablations],
+            prompts=[paths.fill(paths.PROMPTS, task=t, ablation=a) for t in _tasks for a in _ablations],
+            curve=[paths.fill(paths.CURVES, task=t, ablation=a) for t in _tasks for a in _ablations],
+            control=[paths.fill(paths.CONTROLS, task=t, ablation=a) for t in _tasks for a in _ablations],
+        log:
+            paths.log("model_stages/{model}"),
+        benchmark:
+            paths.benchmark("model_stages/{model}")
         wildcard_constraints:
             model=views.one_of(_models),
+        priority: job_priority("model_stages", _models)
+        conda:
+            "../envs/circuitloc.yaml"
+        threads: 1
+        resources:
+            **job_resources("model_stages"),
         params:
+            **torch_params(),
             tasks=_tasks,
             ablations=_ablations,
             # per task: what its dataset, score and curve jobs would be told
@@ -27,17 +38,6 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             seed=config["seed"],
             code=code_version("model_stages.py"),
             # finished datasets and ablations of a failed or killed job (circuitloc.resume)
-            resume=lambda wc: f"results/.resume/model_stages/{wc.model}",
-            **torch_params(),
-        log:
-            "results/logs/model_stages/{model}.log",
-        benchmark:
-            "results/benchmarks/model_stages/{model}.tsv"
-        threads: 1
-        priority: job_priority("model_stages", _models)
-        resources:
-            **job_resources("model_stages"),
-        conda:
-            "../envs/circuitloc.yaml"
+            resume=lambda wc: f"{paths.RESUME}/model_stages/{wc.model}",
         script:
             "../workflow/scripts/model_stages.py"

@@ -1,6 +1,6 @@
 rule sweep_tables:
     input:
-        table1="results/tables/table1_{task}_{ablation}.csv",
+        table1=paths.TABLE1,
         cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
         layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
@@ -30,6 +30,14 @@ rule sweep_tables:
             labels={"output": "Sweep figure", "task": "{task}", "ablation": "{ablation}"},
         ),
         pdf="results/figures/sweep_{task}_{ablation}.pdf",
+    log:
+        paths.log("tables/sweep_{task}_{ablation}"),
+    benchmark:
+        paths.benchmark("sweep_tables/{task}/{ablation}")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         models=lambda wc: targets.sweep_members(config, wc.task, wc.ablation),
         meta={m: views.model_spec(config, m)[SWEEP_META] for m in SWEEP_MODELS},
@@ -37,17 +45,8 @@ rule sweep_tables:
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         threshold=config["curves"]["threshold"],
         code=code_version("sweep_tables.py"),
-    log:
-        "results/logs/tables/sweep_{task}_{ablation}.log",
-    benchmark:
-        "results/benchmarks/sweep_tables/{task}/{ablation}.tsv",
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/sweep_tables.py"
-
 
 
 rule sweep_overview:
@@ -64,18 +63,18 @@ rule sweep_overview:
             labels={"output": "Sweep overview", "task": "all", "ablation": "all"},
         ),
         md="results/tables/sweep_overview.md",
+    log:
+        paths.log("tables/sweep_overview"),
+    benchmark:
+        paths.benchmark("sweep_overview/all")
+    conda:
+        "../envs/report.yaml"
+    resources:
+        **job_resources("small", per_model=False),
     params:
         pairs=[f"{t}/{a}" for t, a in targets.sweep_pairs(config)],
         extra=list(targets.sweep_adjust_with(config)),
         stats={k: config.get("sweep", {}).get(k) for k in ("alpha", "p_adjust", "primary")},
         code=code_version("sweep_overview.py"),
-    log:
-        "results/logs/tables/sweep_overview.log",
-    benchmark:
-        "results/benchmarks/sweep_overview/all.tsv"
-    resources:
-        **job_resources("small", per_model=False),
-    conda:
-        "../envs/report.yaml"
     script:
         "../workflow/scripts/sweep_overview.py"

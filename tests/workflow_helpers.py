@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from circuitloc.plan import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # What a run needs from the checkout (src/ is put on PYTHONPATH; resources/ is found through it).
@@ -85,10 +87,13 @@ def config_error(layer) -> str:
 
 def _directory_outputs() -> re.Pattern:
     """The rules' directory() outputs (rules/*.smk) as one pattern, each wildcard one path segment
-    (and each {name} of an f-string: `directory(f"results/mib/{{task}}/{a}")`, a rule made per list)."""
+    (and each {name} of an f-string: `directory(f"results/mib/{{task}}/{a}")`, a rule made per list;
+    a pattern of circuitloc.plan.paths: `directory(paths.WEIGHTS)`, `directory(paths.fill(paths.MIB, ...))`)."""
     pats = []
     for smk_file in sorted((ROOT / "rules").glob("*.smk")):
-        for path in re.findall(r"directory\(\s*f?\"([^\"]+)\"", smk_file.read_text()):
+        text = smk_file.read_text()
+        named = re.findall(r"directory\(\s*(?:paths\.fill\()?paths\.([A-Z_]+)", text)
+        for path in re.findall(r"directory\(\s*f?\"([^\"]+)\"", text) + [getattr(paths, n) for n in named]:
             parts = re.split(r"(\{+[^}]+\}+)", path)
             pats.append("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts))
     return re.compile("|".join(f"(?:{p})" for p in pats))

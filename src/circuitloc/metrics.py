@@ -84,20 +84,9 @@ def heads_to_name(threshold: float, method: str = "ranked") -> str:
     return f"heads_to_{pct}" + ("" if method == "ranked" else f"_{method}")
 
 
-def heads_to(curve_damage, threshold: float) -> tuple[int, bool]:
-    """Heads-to-threshold as (count, bounded) (`HeadsTo` without its units)."""
-    h = heads_to_threshold(curve_damage, threshold)
-    return (h, False) if h is not None else (len(curve_damage), True)
-
-
 def heads_to_label(count, bounded: bool) -> str:
     """'K' or, bounded, '> K': the one formatter of heads-to-threshold."""
     return f"> {count:g}" if bounded else f"{count:g}"
-
-
-def heads_to_censored(count, bounded: bool, n_units) -> tuple[float, float, bool]:
-    """(count, fraction of units, censored) for statistics (`HeadsTo.censored`)."""
-    return HeadsTo(count, bool(bounded), int(n_units)).censored()
 
 
 def curve_area(curve_damage, n_units: int) -> float:

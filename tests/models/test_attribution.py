@@ -35,7 +35,7 @@ def test_attribution_matches_finite_difference(tiny_dirs):
         h.remove()
     delta = 1e-3
     sc.replacement = {i: (1 - delta) * z.view(n, t, card.n_heads, card.d_head) for i, z in zs.items()}
-    sets = [{}] + [{l: [h]} for l in range(card.n_layers) for h in range(card.n_heads)]
+    sets = [{}] + [{layer: [h]} for layer in range(card.n_layers) for h in range(card.n_heads)]
     vals = sc.run(p, sets, {"ld": ld})["ld"].mean(1).double()
     fd = ((vals[1:] - vals[0]) / delta).view(card.n_layers, card.n_heads)
     assert torch.allclose(att.double(), fd, rtol=2e-2, atol=2e-3), (att, fd)

@@ -97,9 +97,9 @@ def test_every_script_rule_has_a_benchmark_file():
             m = re.match(r"rule (\w+):", block)
             if not m or "    script:" not in block:
                 continue
-            bench = re.search(r'    benchmark:\n\s+"([^"]+)"', block)
+            bench = re.search(r'    benchmark:\n\s+paths\.benchmark\("([^"]+)"\)', block)  # results/benchmarks/<name>.tsv
             assert bench, f"{smk_file.name}: rule {m.group(1)} has no benchmark:"
-            assert re.fullmatch(rf"results/benchmarks/{m.group(1)}(/.+)?\.tsv", bench.group(1)), bench.group(1)
+            assert re.fullmatch(rf"{m.group(1)}(/.+)?", bench.group(1)), bench.group(1)
 
 
 def test_the_recorded_dag_gives_each_jobs_stage_model_and_benchmark(tmp_path):

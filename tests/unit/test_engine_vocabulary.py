@@ -52,9 +52,9 @@ def test_units_are_typed_records_with_the_old_labels():
     from circuitloc.units import Unit
 
     card = model_card(n_layers=2, n_heads=4, n_kv_heads=2)
-    want = {"query": [(f"L{l}H{h}", l, h, (h,)) for l in range(2) for h in range(4)],
-            "kv": [(f"L{l}G{g}", l, g, (2 * g, 2 * g + 1)) for l in range(2) for g in range(2)],
-            "layer": [(f"L{l}", l, 0, (0, 1, 2, 3)) for l in range(2)]}
+    want = {"query": [(f"L{i}H{h}", i, h, (h,)) for i in range(2) for h in range(4)],
+            "kv": [(f"L{i}G{g}", i, g, (2 * g, 2 * g + 1)) for i in range(2) for g in range(2)],
+            "layer": [(f"L{i}", i, 0, (0, 1, 2, 3)) for i in range(2)]}
     for kind, rows in want.items():
         got = units(card, kind)
         assert all(isinstance(u, Unit) for u in got)

@@ -16,10 +16,12 @@ def test_damage_ioi_and_loss_conventions():
 def test_heads_to_threshold_never_invents_a_number():
     assert metrics.heads_to_threshold([0.1, 0.5, 0.79, 0.8, 0.9], 0.8) == 4
     assert metrics.heads_to_threshold([0.1, 0.2], 0.8) is None
-    assert metrics.heads_to([0.1, 0.5, 0.79, 0.8], 0.8) == (4, False)
-    assert metrics.heads_to([0.1] * 30, 0.8) == (30, True) and metrics.heads_to_label(30, True) == "> 30"
+    h = metrics.HeadsTo.of_curve([0.1, 0.5, 0.79, 0.8], 0.8, 4)
+    assert (h.count, h.bounded) == (4, False)
+    h = metrics.HeadsTo.of_curve([0.1] * 30, 0.8, 60)
+    assert (h.count, h.bounded) == (30, True) and h.label() == "> 30" and metrics.heads_to_label(30, True) == "> 30"
     assert metrics.heads_to_label(4, False) == "4" and metrics.heads_to_label(4.5, False) == "4.5"
-    assert metrics.heads_to_censored(30, True, 60) == (30.0, 0.5, True)
+    assert h.censored() == (30.0, 0.5, True)
     assert metrics.heads_to_threshold([float("nan"), 0.9], 0.8) == 2
 
 

@@ -191,7 +191,9 @@ def test_group_stages_gives_each_model_one_job_for_its_datasets_scores_and_curve
 
 def test_long_jobs_come_first():
     cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "real": {"source": "hf", "hf": "x/r"}})
-    p = lambda *a: groups.job_priority(cfg, *a)
+    def p(*a):
+        return groups.job_priority(cfg, *a)
+
     assert p("model") > p("dataset") > p("scores", ["toy", "real"]) > p("curves", ["toy"]) > p("specificity") > 0
 
 

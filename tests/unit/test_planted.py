@@ -103,7 +103,8 @@ def test_planted_heads_rank_first_and_heads_to_80_matches_hand(tmp_path):
         t1 = table1("ioi", {"planted": card}, *_as_jobs_write(scores, curve, clean, n), 0.8)
         assert t1["top_head"][0] == f"L{A_[0]}H{A_[1]}" and t1["heads_to_80"][0] == 2
         assert not t1["heads_to_80_bounded"][0]
-        assert metrics.heads_to(curve["damage"][:1].to_numpy(), 0.8) == (1, True)  # more than 1
+        h = metrics.HeadsTo.of_curve(curve["damage"][:1].to_numpy(), 0.8, len(ranked))
+        assert (h.count, h.bounded) == (1, True)  # more than 1
 
 
 def test_random_control_draws_every_layer_of_a_shallow_model_and_never_the_excluded_unit():

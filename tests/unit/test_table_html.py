@@ -94,7 +94,7 @@ def test_the_rules_register_each_table_as_its_html_page():
             seen += 1
             assert path.endswith(".html"), f"{smk.name}: {path} is registered in the report as a download only"
             assert f'"{path[:-len(".html")]}.csv"' in text, f"{smk.name}: no CSV beside {path}"
-    assert seen >= 10
+    assert seen >= 9  # Tables 1 and 2: one report() in rules/common.smk (table_outputs)
 
 
 def test_the_report_metadata_has_no_string_to_dump():

@@ -126,8 +126,8 @@ def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
     with pytest.raises(DatasetError, match="not found"):
         fahamu.read_fahamu(tmp_path / "missing.parquet", 10, 0)
     with pytest.raises(DatasetError, match="not found"):
-        fahamu.fahamu_path({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
-    assert fahamu.fahamu_path({"kind": "fahamu", "path": str(path.parent)}) == path  # a directory: its file
+        fahamu.fahamu_source({"kind": "fahamu", "path": str(tmp_path / "missing.parquet")})
+    assert fahamu.fahamu_source({"kind": "fahamu", "path": str(path.parent)})[0] == path  # a directory: its file
     bad = tmp_path / "bad.parquet"
     pl.DataFrame({"text": ["x"]}).write_parquet(bad)
     with pytest.raises(DatasetError, match="ioi_sentences"):
@@ -143,7 +143,7 @@ def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(tmp_path, file
     cache = tmp_path / "hf" / "hub"
     src = {"kind": "fahamu", **({"file": file} if file else {})}
     code = ("from circuitloc.tasks import fahamu\nfrom circuitloc.errors import DatasetError\n"
-            f"try:\n    fahamu.fahamu_path({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
+            f"try:\n    fahamu.fahamu_source({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

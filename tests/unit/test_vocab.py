@@ -33,7 +33,8 @@ def registered_names() -> tuple[set, set]:
     read from the registries (a task or kind a test registers is among them); and the vocabulary's
     constants that hold a task's or kind's name (NEUTRAL, ZERO, MEAN, ...). The floor kinds are words
     of their own (FLOOR_ZERO is 'zero' too, a floor, not an ablation)."""
-    tasks, kinds = set(registry.task_names()), set(registry.kinds())
+    registry.load_task_modules()
+    tasks, kinds = set(registry._TASKS), set(registry.kinds())
     metrics = {m for t in tasks for m in registry.task(t).metrics}
 
     def holds_names(v):  # a name, or a tuple of names (a subset of the kinds: REPLACING_KINDS once)

@@ -56,9 +56,15 @@ def pkg(tmp_path):
     (scripts / "job.py").write_text(SCRIPT)
     (scripts / "_helper.py").write_text("X = 1\n")
     (scripts / "other.py").write_text("from circuitloc import io\n")
-    codehash.clear_cache()
+    _forget_parsed_files()
     yield root, scripts / "job.py"
-    codehash.clear_cache()
+    _forget_parsed_files()
+
+
+def _forget_parsed_files():
+    """codehash parses each file once per process: forget them after a test edits sources."""
+    for cached in (codehash._parse, codehash._deps, codehash._closure):
+        cached.cache_clear()
 
 
 def _hash_after(pkg, rel, edit):
@@ -66,7 +72,7 @@ def _hash_after(pkg, rel, edit):
     path = root / rel if not rel.startswith("script:") else script.parent / rel[len("script:"):]
     before = code_hash(script, root)
     path.write_text(edit(path.read_text()))
-    codehash.clear_cache()
+    _forget_parsed_files()
     return before, code_hash(script, root)
 
 
@@ -116,7 +122,7 @@ def test_a_file_that_does_not_parse_is_hashed_by_its_bytes(pkg):
 
 def test_real_scripts_closure_and_speed():
     """Every workflow script's closure is found in one pass over the package, each file parsed once."""
-    codehash.clear_cache()
+    _forget_parsed_files()
     t0 = time.perf_counter()
     hashes = {s.name: code_hash(s) for s in SCRIPTS.glob("*.py") if s.name != "_src_path.py"}
     elapsed = time.perf_counter() - t0

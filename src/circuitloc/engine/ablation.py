@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from circuitloc import metrics as M
-from circuitloc import stats as S
+from circuitloc import metrics
+from circuitloc import stats
 from circuitloc.engine.scan import Scanner
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.modelcard import ModelCard
@@ -71,8 +71,8 @@ class Probe:
     def run(self, sets: list, extra: bool = False, progress=None) -> dict:
         """{metric: [len(sets), N] per-prompt values} of the ranked metric (and, with `extra`, the
         task's other metrics) under each ablation set."""
-        metrics = {self.task.metric_name: self.task.metric, **(self.task.extra if extra else {})}
-        return self.scanner.run(self.prompts, sets, metrics, progress=progress)
+        task_metrics = {self.task.metric_name: self.task.metric, **(self.task.extra if extra else {})}
+        return self.scanner.run(self.prompts, sets, task_metrics, progress=progress)
 
     def means(self, sets: list) -> np.ndarray:
         """The ranked metric's mean over the prompts under each ablation set."""
@@ -118,8 +118,8 @@ def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
     cols["heads"] = pl.Series([list(u.heads) for u in unit_rows], dtype=pl.List(pl.Int64))
     cols[f"{name}_clean"] = np.full(len(unit_rows), clean)
     cols[f"{name}_ablated"] = ablated
-    cols["drop"] = np.asarray(M.drop(clean, ablated, task.higher_is_better))
-    cols["damage"] = np.asarray(M.damage(clean, ablated, floor, task.higher_is_better))
+    cols["drop"] = np.asarray(metrics.drop(clean, ablated, task.higher_is_better))
+    cols["damage"] = np.asarray(metrics.damage(clean, ablated, floor, task.higher_is_better))
     if bootstrap:
         cols.update(_intervals(clean_pp, ablated_pp, floor_pp, task, bootstrap))
         lo, hi = clean_span(clean_pp, floor_pp, task, bootstrap)
@@ -141,13 +141,13 @@ def _floor(floor):
 def clean_span(clean_pp, floor_pp, task, bootstrap: Bootstrap) -> tuple[float, float]:
     """Interval of clean - floor over these prompts (`stats.span_interval`): the conditioning rule
     reports a damage percentage only where it lies above 0 (`tables.damage_condition`)."""
-    return S.span_interval(clean_pp, floor_pp, task.higher_is_better, bootstrap)
+    return stats.span_interval(clean_pp, floor_pp, task.higher_is_better, bootstrap)
 
 
 def _intervals(clean_pp, ablated_pp, floor, task, bootstrap: Bootstrap) -> dict:
     """Columns drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the
     same resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
-    iv = S.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, bootstrap, floor=floor)
+    iv = stats.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, bootstrap, floor=floor)
     cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]}
     if "top_freq" in iv and len(iv["lo"]) > 1:
         cols["top_freq"] = iv["top_freq"]
@@ -160,7 +160,7 @@ def _curve_rows(method, order, values, base: Baseline, task):
     for step, (u, v) in enumerate(zip(order, values), start=1):
         rows.append({"method": method, "step": step, "unit": u.label, "layer": u.layer, "head": u.head,
                      task.metric_name: float(v),
-                     "damage": float(M.damage(base.clean, v, floor, task.higher_is_better))})
+                     "damage": float(metrics.damage(base.clean, v, floor, task.higher_is_better))})
     return rows
 
 
@@ -205,10 +205,10 @@ def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, selec
         taken = {u.label for u in chosen}
         pool = [u for u in ranked_units if u.label not in taken][: plan.candidates]
         v = sel.means([as_sets(chosen + [u]) for u in pool])
-        best = int(np.argmax(M.drop(sel_clean, v, task.higher_is_better)))
+        best = int(np.argmax(metrics.drop(sel_clean, v, task.higher_is_better)))
         chosen.append(pool[best])
         vals.append(float(probe.means([as_sets(chosen)])[0]))
-        dmg = float(M.damage(base.clean, vals[-1], floor, task.higher_is_better))
+        dmg = float(metrics.damage(base.clean, vals[-1], floor, task.higher_is_better))
         log.info("%s: step %d of at most %d, %s, damage %.3f", plan.label, len(chosen),
                  min(plan.steps, len(ranked_units)), chosen[-1].label, dmg)
         if plan.stop_damage is not None and dmg >= plan.stop_damage:
@@ -220,7 +220,7 @@ def control_pool(unit_rows: list[Unit], n_layers: int, exclude=()) -> list[Unit]
     """The negative control's candidates: units of every layer of a model with fewer than six
     layers, else of its middle third of layers (`metrics.control_layers`: the middle third of a
     2-layer model was layer 0, often the top unit's own), never the units in `exclude` (the top unit)."""
-    lo, hi = M.control_layers(n_layers)
+    lo, hi = metrics.control_layers(n_layers)
     exclude = set(exclude)
     return [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
 
@@ -233,5 +233,5 @@ def random_control(probe: Probe, pool: list[Unit], clean: float, draws: int, see
     v = probe.means([as_sets([u]) for u in picks])
     return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u.label for u in picks],
                          "layer": [u.layer for u in picks], "head": [u.head for u in picks],
-                         task.metric_name: v, "drop": np.asarray(M.drop(clean, v, task.higher_is_better))},
+                         task.metric_name: v, "drop": np.asarray(metrics.drop(clean, v, task.higher_is_better))},
                         schema_overrides={"draw": pl.Int64, "unit": pl.String, "layer": pl.Int64, "head": pl.Int64})

@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 
 from circuitloc import io
-from circuitloc.engine import ablation as A
-from circuitloc.engine import replacement as R
+from circuitloc.engine import ablation
+from circuitloc.engine import replacement
 from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.select import scanner_for
 from circuitloc.engine.settings import JobSettings
@@ -25,17 +25,17 @@ from circuitloc.tasks.registry import dataset_columns, task_of
 log = logging.getLogger("circuitloc")
 
 
-def engine_label(card: ModelCard, task: str, ablation: str | None = None, engine: str | None = None) -> str:
+def engine_label(card: ModelCard, task: str, ablation_name: str | None = None, engine: str | None = None) -> str:
     """Who an engine error or log line is about: model (architecture, dtype, and the engine that
     ran: scan or bridge, `engine.select.scanner_for`), task and ablation."""
     ran = f", engine {engine}" if engine else ""
     return (f"model {card.name} ({card.architecture}, {card.dtype}{ran}), task {task}"
-            + (f", ablation {ablation}" if ablation else ""))
+            + (f", ablation {ablation_name}" if ablation_name else ""))
 
 
 def read_ranked(scores_path) -> pl.DataFrame:
     """A scores table (parquet), its units in rank order (`ablation.rank`)."""
-    return A.rank(io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table"))
+    return ablation.rank(io.read_parquet(scores_path, ("unit", "drop", "layer", "head"), "scores table"))
 
 
 class AblationJob:
@@ -43,7 +43,7 @@ class AblationJob:
     scan engine over them and, for a kind that replaces a unit's output, that replacement.
 
     `settings`: the job's record (`settings.JobSettings`: task, card, metric, min_group, seed, ...);
-    `dataset`: the task's dataset (a parquet path, or the rows); `ablation`: kind-unit (zero-query,
+    `dataset`: the task's dataset (a parquet path, or the rows); `ablation_name`: kind-unit (zero-query,
     mean-kv, resample-layer, ...). After construction: `df` (the rows run, `rows_in_full` their
     positions in the dataset), `prompts`, `probe` (`ablation.Probe`: scanner, prompts, task),
     `scanner`, `units` (one `units.Unit` per ablation unit), `aligned` (share of prompts whose
@@ -53,7 +53,7 @@ class AblationJob:
     path), chosen by `engine.select.scanner_for` from the card's architecture (a card's `engine`, when
     set, forces one)."""
 
-    def __init__(self, settings: JobSettings, dataset, ablation: str, rows=None, loaded=None,
+    def __init__(self, settings: JobSettings, dataset, ablation_name: str, rows=None, loaded=None,
                  self_check: bool = True):
         """Scores use the rows marked for scoring; curves pass `rows` (a slice or row positions:
         `tasks.common.curve_rows`, held-out rows by default). `loaded`: a (model, tokenizer) to
@@ -64,7 +64,7 @@ class AblationJob:
         self.settings = settings
         self.task = task_of(task_name, settings.metric)
         self.card, self.device = card, settings.device
-        self.kind, self.unit = A.parse_ablation(ablation)
+        self.kind, self.unit = ablation.parse_ablation(ablation_name)
         self.model, self.tok = loaded or load_engine(card, settings.device)
         full_df = dataset if isinstance(dataset, pl.DataFrame) else \
             io.read_parquet(dataset, dataset_columns(task_name), f"{task_name} dataset")
@@ -75,13 +75,13 @@ class AblationJob:
         self.prompts = to_prompts(self.df, self.task, self.pad)
         self.scanner = scanner_for(card, (self.model, self.tok), settings.batch_tokens, settings.device,
                                    card.engine)
-        self.probe = A.Probe(self.scanner, self.prompts, self.task)
+        self.probe = ablation.Probe(self.scanner, self.prompts, self.task)
         self.engine = self.scanner.engine
         if self.engine == "bridge":
             self._bridge = self.scanner.bridge
             log.info("%s: architecture %s runs on TransformerLens' bridge engine (exact, generic, slower)",
                      card.name, card.architecture)
-        self.scanner.label = engine_label(card, task_name, ablation, self.engine)
+        self.scanner.label = engine_label(card, task_name, ablation_name, self.engine)
         if self.engine == "scan" and card.architecture not in VERIFIED:
             log.warning("%s: architecture %s is not among those the scan engine is verified on (%s); "
                         "relying on the engine's self-check", card.name, card.architecture,
@@ -91,22 +91,22 @@ class AblationJob:
             log.info("engine self-check %s: max |engine - plain forward| %s", self.scanner.label,
                      {k: f"{v:.2g}" for k, v in errors.items()})
         self.aligned = float("nan")
-        build = R.builder(self.kind)
+        build = replacement.builder(self.kind)
         if build is not None:
-            self.scanner.replacement = self._replacement(build, full_df, ablation)
-        self.units = A.units(card, self.unit)
+            self.scanner.replacement = self._replacement(build, full_df, ablation_name)
+        self.units = ablation.units(card, self.unit)
 
-    def _replacement(self, build, full_df, ablation) -> dict:
+    def _replacement(self, build, full_df, ablation_name) -> dict:
         """The replacement output of the job's kind (its builder, named by the kind's registration),
         and the share of prompts whose replacement came from aligned prompts."""
 
         if self.settings.min_group is None:
-            raise ValueError(f"{ablation}: needs min_group (config ablation.min_group)")
-        ctx = R.ReplacementContext(scanner=self.scanner, prompts=to_prompts(full_df, self.task, self.pad),
-                                   rows=full_df, task=self.task, target=self.rows_in_full,
-                                   min_group=self.settings.min_group, seed=self.settings.seed)
-        replacement, self.aligned = build(ctx)
-        return replacement
+            raise ValueError(f"{ablation_name}: needs min_group (config ablation.min_group)")
+        ctx = replacement.ReplacementContext(scanner=self.scanner, prompts=to_prompts(full_df, self.task, self.pad),
+                                             rows=full_df, task=self.task, target=self.rows_in_full,
+                                             min_group=self.settings.min_group, seed=self.settings.seed)
+        replaced, self.aligned = build(ctx)
+        return replaced
 
     @property
     def bridge(self):

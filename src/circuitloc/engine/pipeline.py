@@ -12,9 +12,9 @@ import polars as pl
 import torch
 
 from circuitloc import io
-from circuitloc import metrics as M
-from circuitloc import stats as S
-from circuitloc.engine import ablation as A
+from circuitloc import metrics
+from circuitloc import stats
+from circuitloc.engine import ablation
 from circuitloc.engine.job import AblationJob, progress, read_ranked
 from circuitloc.engine.settings import (
     CurveFiles,
@@ -50,7 +50,7 @@ def for_each_ablation(fn, job: JobSettings, dataset, files: dict, stash=None, lo
 
     full = _dataset(job, dataset)
     _each(f"{fn.__name__} {job.task}/", job, files, stash, loaded,
-          lambda ablation, out, held, check: fn(job, full, ablation, out, loaded=held, self_check=check))
+          lambda ablation_name, out, held, check: fn(job, full, ablation_name, out, loaded=held, self_check=check))
 
 
 def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> None:
@@ -60,32 +60,32 @@ def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> N
     loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation."""
 
     checked = False
-    for ablation, out in files.items():
-        if stash is not None and stash.restore(ablation, out.outputs()):
+    for ablation_name, out in files.items():
+        if stash is not None and stash.restore(ablation_name, out.outputs()):
             log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card.name,
-                     ablation)
+                     ablation_name)
             continue
         loaded = loaded or load_engine(job.card, job.device)
         torch.manual_seed(job.seed)
-        compute(ablation, out, loaded, not checked)
+        compute(ablation_name, out, loaded, not checked)
         checked = True
         if stash is not None:
-            stash.keep(ablation, out.outputs())
+            stash.keep(ablation_name, out.outputs())
     if stash is not None:
         stash.clear()
 
 
-def score(job: JobSettings, dataset, ablation: str, out: ScoreFiles, loaded=None, self_check: bool = True):
+def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded=None, self_check: bool = True):
     """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
     beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
     splits by condition. `loaded`: a (model, tokenizer) to reuse; `self_check`: compare the engine
     with a plain forward first."""
-    aj = AblationJob(job, dataset, ablation, loaded=loaded, self_check=self_check)
+    aj = AblationJob(job, dataset, ablation_name, loaded=loaded, self_check=self_check)
     floor_pp = aj.floor_per_prompt()
     floor = float(floor_pp.mean())
-    label = f"scores {job.task}/{job.card.name}/{ablation}"
-    df, per_prompt = A.score_units(aj.probe, aj.units, floor_pp, progress=progress(len(aj.units) + 1, label),
-                                   bootstrap=job.bootstrap)
+    label = f"scores {job.task}/{job.card.name}/{ablation_name}"
+    df, per_prompt = ablation.score_units(aj.probe, aj.units, floor_pp, progress=progress(len(aj.units) + 1, label),
+                                          bootstrap=job.bootstrap)
     # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
     df = df.with_columns(floor=pl.lit(floor, pl.Float64), n_prompts=pl.lit(len(aj.df), pl.Int64),
                          aligned=pl.lit(aj.aligned, pl.Float64), metric=pl.lit(aj.task.metric_name))
@@ -97,13 +97,13 @@ def score(job: JobSettings, dataset, ablation: str, out: ScoreFiles, loaded=None
         1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))
     io.write_parquet(per_prompt, out.prompts)
     io.write_parquet(df, out.scores)
-    top = A.top(df)
+    top = ablation.top(df)
     log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
              f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
              if "top_freq" in df.columns else "")
 
 
-def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None, self_check: bool = True):
+def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded=None, self_check: bool = True):
     """The cumulative ablation curve in rank order (and greedy, when configured), the sufficiency
     curve (`method` sufficiency: the top units kept and every other ablated, at MIB's fractions,
     `engine.sufficiency`), and a negative control of random mid-layer units, over the curve prompts
@@ -118,20 +118,21 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
     if cfg.n_curve and len(rows) < cfg.n_curve:
         log.info("curves %s: %d %s prompts, fewer than n_curve %d (the dataset has %d rows, %d for scoring)",
                  name, len(rows), prompts, cfg.n_curve, len(full), int(full["score"].sum()))
-    aj = AblationJob(job, full, ablation, rows=rows, loaded=loaded, self_check=self_check)
+    aj = AblationJob(job, full, ablation_name, rows=rows, loaded=loaded, self_check=self_check)
     floor_pp, clean_all = aj.floor_per_prompt(), aj.clean_metrics()
     clean_pp = clean_all[aj.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     by_label = {u.label: u for u in aj.units}
     ranked = [by_label[u] for u in read_ranked(out.scores)["unit"]]
     steps = min(cfg.max_steps, len(ranked))
-    rows = A.ranked_curve(aj.probe, ranked, A.Baseline(clean, floor_pp, clean_pp), steps,
-                          progress=progress(steps, f"ranked curve {name}/{ablation}"), bootstrap=job.bootstrap)
+    rows = ablation.ranked_curve(aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), steps,
+                                 progress=progress(steps, f"ranked curve {name}/{ablation_name}"),
+                                 bootstrap=job.bootstrap)
     if "greedy" in cfg.methods:
-        rows += A.greedy_curve(aj.probe, ranked, A.Baseline(clean, floor),
-                               A.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
-                                        f"greedy curve {name}/{ablation}"),
-                               select=greedy_selection(job, full, ablation, aj))
+        rows += ablation.greedy_curve(aj.probe, ranked, ablation.Baseline(clean, floor),
+                                      ablation.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
+                                                      f"greedy curve {name}/{ablation_name}"),
+                                      select=greedy_selection(job, full, ablation_name, aj))
     # MIB's direction beside ours: keep the top units by the same ranking, ablate the rest
     rows += sufficiency_curve(aj.probe, ranked)
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
@@ -145,40 +146,40 @@ def curve(job: JobSettings, dataset, ablation: str, out: CurveFiles, loaded=None
                                      **{f"{k}_clean": pl.lit(float(clean_all[k].mean()), pl.Float64)
                                         for k in aj.task.extra})
     if job.bootstrap:  # how clearly clean stands above its floor on the curve prompts (the conditioning rule)
-        lo, hi = A.clean_span(clean_pp, floor_pp, aj.task, job.bootstrap)
+        lo, hi = ablation.clean_span(clean_pp, floor_pp, aj.task, job.bootstrap)
         df = df.with_columns(clean_span_lo=pl.lit(lo, pl.Float64), clean_span_hi=pl.lit(hi, pl.Float64))
-    pool = A.control_pool(aj.units, job.card.n_layers, exclude=[ranked[0].label])
-    ctrl = A.random_control(aj.probe, pool, clean, cfg.control_draws, job.seed)
+    pool = ablation.control_pool(aj.units, job.card.n_layers, exclude=[ranked[0].label])
+    ctrl = ablation.random_control(aj.probe, pool, clean, cfg.control_draws, job.seed)
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)
-    log.info("curve %s/%s: clean %.4f, final damage %.3f", name, ablation, clean,
+    log.info("curve %s/%s: clean %.4f, final damage %.3f", name, ablation_name, clean,
              df.filter(pl.col("method") == "ranked")["damage"][-1])
 
 
-def greedy_selection(job: JobSettings, full: pl.DataFrame, ablation: str, aj: AblationJob) -> tuple:
+def greedy_selection(job: JobSettings, full: pl.DataFrame, ablation_name: str, aj: AblationJob) -> tuple:
     """(probe, clean) of the scoring prompts, on which each greedy step is chosen while the curve
     is reported on the job's (held-out) prompts: the greedy curve, like the ranking, is selected on
     one set of prompts and measured on another, so neither is measured where it was chosen."""
-    sel = AblationJob(job, full, ablation, loaded=(aj.model, aj.tok), self_check=False)
+    sel = AblationJob(job, full, ablation_name, loaded=(aj.model, aj.tok), self_check=False)
     return sel.probe, float(sel.clean_per_prompt().mean())
 
 
 # -- beyond the paper: specificity ---------------------------------------------------------
-def _tops_on(job: JobSettings, data, ablation: str, tops: dict, loaded) -> tuple:
+def _tops_on(job: JobSettings, data, ablation_name: str, tops: dict, loaded) -> tuple:
     """(the job on `data`, the clean metric, the metric with each top unit ablated alone, the
     intervals of each top unit's damage over the prompts or None), as the engine computed them
     (float32: the damage is taken before any rounding to float64). The intervals come with
     `job.bootstrap` (numerator and denominator resampled together, `stats.drop_intervals`); on
     neutral text the floor is the spec's (0: its loss has no floor kind), so the damage is minus the loss's relative rise."""
-    aj = AblationJob(job, data, ablation, loaded=loaded)
+    aj = AblationJob(job, data, ablation_name, loaded=loaded)
     by_label = {u.label: u for u in aj.units}
-    per_prompt = aj.probe.run([{}] + [A.as_sets([by_label[u]]) for u in tops.values()])[aj.task.metric_name]
+    per_prompt = aj.probe.run([{}] + [ablation.as_sets([by_label[u]]) for u in tops.values()])[aj.task.metric_name]
     v = per_prompt.mean(dim=1).numpy()
     iv = None
     if job.bootstrap:
         pp = per_prompt.numpy()
-        out = S.drop_intervals(pp[0], pp[1:], aj.task.higher_is_better, job.bootstrap, floor=aj.floor_per_prompt())
+        out = stats.drop_intervals(pp[0], pp[1:], aj.task.higher_is_better, job.bootstrap, floor=aj.floor_per_prompt())
         iv = list(zip(out["damage_lo"].tolist(), out["damage_hi"].tolist(), strict=True))
     return aj, v[0], v[1:], iv
 
@@ -189,10 +190,10 @@ def specificity_each(job: JobSettings, files: dict, stash=None):
     `SpecificityFiles`}. The numbers are those of one job per ablation (each starts from the same
     torch seed); `stash`: a `resume.Stash` keeping each finished ablation."""
     _each("specificity ", job, files, stash, None,
-          lambda ablation, out, held, _check: specificity(job, ablation, out, loaded=held))
+          lambda ablation_name, out, held, _check: specificity(job, ablation_name, out, loaded=held))
 
 
-def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_coverage: float = 0.9, loaded=None):
+def specificity(job: JobSettings, ablation_name: str, files: SpecificityFiles, min_coverage: float = 0.9, loaded=None):
     """Each task's top unit ablated on every task's scoring prompts (damage) and on neutral text
     (the rise of the next-token loss, relative to the clean loss): a unit that breaks everything is
     not a task circuit. Each task is ranked on its metric (`job.metrics`; a task not named: its
@@ -206,20 +207,20 @@ def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_co
     damage: dict = {}
     intervals: dict = {}
     for target, data in files.datasets.items():
-        aj, clean, ablated, iv = _tops_on(job.for_task(target), data, ablation, tops, loaded)
+        aj, clean, ablated, iv = _tops_on(job.for_task(target), data, ablation_name, tops, loaded)
         floor = aj.floor()
         for i, (src, val) in enumerate(zip(tops, ablated)):
-            damage[(src, target)] = float(M.damage(clean, val, floor, aj.task.higher_is_better))
+            damage[(src, target)] = float(metrics.damage(clean, val, floor, aj.task.higher_is_better))
             intervals[(src, target)] = iv[i] if iv else (nan, nan)
     # the control: plain text, no task, so no floor; the effect is the loss's relative rise
     neutral, coverage = windows(files.neutral, loaded[1], job.card.prepend_bos, seed=job.seed)
-    _, clean_loss, ablated_loss, neutral_iv = _tops_on(job.for_task(NEUTRAL), neutral, ablation, tops, loaded)
+    _, clean_loss, ablated_loss, neutral_iv = _tops_on(job.for_task(NEUTRAL), neutral, ablation_name, tops, loaded)
     ok = coverage >= min_coverage
     rows = []
     for i, ((src, unit), val) in enumerate(zip(tops.items(), ablated_loss)):
         rise = float((val - clean_loss) / clean_loss)
         rise_iv = (-neutral_iv[i][1], -neutral_iv[i][0]) if neutral_iv and ok else (nan, nan)  # rise = -damage
-        row = {"model": job.card.name, "attention": job.card.attention, "ablation": ablation, "task": src,
+        row = {"model": job.card.name, "attention": job.card.attention, "ablation": ablation_name, "task": src,
                "top_unit": unit}
         for target in files.datasets:
             row[f"damage_{target}"] = damage[(src, target)]
@@ -236,4 +237,5 @@ def specificity(job: JobSettings, ablation: str, files: SpecificityFiles, min_co
                                              intervals=(off_iv, rise_iv) if job.bootstrap else None)
         rows.append(row)
     io.write_parquet(io.frame(rows), files.out)
-    log.info("specificity %s/%s: %s", job.card.name, ablation, [(r["task"], r["top_unit"], r["verdict"]) for r in rows])
+    log.info("specificity %s/%s: %s", job.card.name, ablation_name,
+             [(r["task"], r["top_unit"], r["verdict"]) for r in rows])

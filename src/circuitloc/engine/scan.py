@@ -50,7 +50,7 @@ Ablation = dict  # {layer: [query heads]}
 
 def describe(ablation: Ablation) -> str:
     """'clean run' or the ablated heads, e.g. 'L1H2+L1H3'."""
-    return "+".join(f"L{l}H{h}" for l, hs in sorted(ablation.items()) for h in hs) or "clean run"
+    return "+".join(f"L{layer}H{h}" for layer, hs in sorted(ablation.items()) for h in hs) or "clean run"
 
 
 class Scanner(SelfCheck):

@@ -4,7 +4,7 @@ ablated, measured on the curve job's prompts (held out by default)."""
 
 from __future__ import annotations
 
-from circuitloc import sufficiency as SF
+from circuitloc import sufficiency
 from circuitloc.engine.ablation import Probe, as_sets
 
 
@@ -14,16 +14,16 @@ def sufficiency_curve(probe: Probe, ranked_units: list) -> list[dict]:
     same with all ablated (`{metric}_empty`) and clean (`{metric}_full`: nothing ablated), and
     `faithfulness`. Each distinct count runs once (a toy's small fractions all keep no unit)."""
     task, n = probe.task, len(ranked_units)
-    counts = [SF.kept_units(f, n) for f in SF.FRACTIONS]
+    counts = [sufficiency.kept_units(f, n) for f in sufficiency.FRACTIONS]
     needed = sorted(set(counts) | {0, n})
     values = dict(zip(needed, (float(v) for v in probe.means([as_sets(ranked_units[k:]) for k in needed]))))
     full, empty = values[n], values[0]
     rows = []
-    for step, (fraction, k) in enumerate(zip(SF.FRACTIONS, counts), start=1):
+    for step, (fraction, k) in enumerate(zip(sufficiency.FRACTIONS, counts), start=1):
         last = ranked_units[k - 1] if k else None
-        rows.append({"method": SF.METHOD, "step": step, "fraction": float(fraction), "kept": k,
+        rows.append({"method": sufficiency.METHOD, "step": step, "fraction": float(fraction), "kept": k,
                      "unit": last.label if last else None, "layer": last.layer if last else None,
                      "head": last.head if last else None, task.metric_name: values[k],
                      f"{task.metric_name}_empty": empty, f"{task.metric_name}_full": full,
-                     "faithfulness": float(SF.faithfulness(values[k], full, empty))})
+                     "faithfulness": float(sufficiency.faithfulness(values[k], full, empty))})
     return rows

@@ -165,13 +165,6 @@ def _closure(script: Path, package_dir: Path) -> tuple[tuple[str, Path], ...]:
     return tuple(sorted(found.items()))
 
 
-def clear_cache() -> None:
-    """Forget every parsed file (for a process that edits sources and hashes again, e.g. a test)."""
-    _parse.cache_clear()
-    _deps.cache_clear()
-    _closure.cache_clear()
-
-
 def code_hash(script: str | Path, package_dir: Path | None = None, length: int = 16) -> str:
     """The hash of the script's code: its normalised source and that of every module in its closure."""
     h = hashlib.sha256()

@@ -10,6 +10,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from circuitloc.plan import paths
+
 _RULE_ERROR = re.compile(r"^Error in rule (\S+?):?\s*$")
 _LOG_LINE = re.compile(r"^\s+log: (.+?)(?: \(check log file\(s\) for error details\))?\s*$")
 _ERROR = re.compile(r"\b(ERROR|Error|error)\b|^\w*(Error|Exception)\b")
@@ -19,7 +21,7 @@ _USER_STOP = re.compile(r"Terminating processes on user request|Cancelling snake
 _INTERRUPT = re.compile(r"^KeyboardInterrupt\b")
 
 
-def failed_logs(snakemake_logs, log_root="results/logs", since: float | None = None) -> dict[str, str]:
+def failed_logs(snakemake_logs, log_root=paths.LOGS, since: float | None = None) -> dict[str, str]:
     """{job log path: rule} for every job Snakemake reported as failed in its own log(s), plus any
     job log under `log_root` written since `since` that holds an ERROR line (a job that failed
     after the Snakemake log was last flushed)."""
@@ -103,7 +105,7 @@ def _job_line(log_path, rule: str, stopped: bool) -> str:
     return f"circuitloc: {rule} job failed: {last_error_line(log_path)}  [log: {log_path}]"
 
 
-def explain_failures(snakemake_logs, log_root="results/logs", since: float | None = None, stream=None) -> list[str]:
+def explain_failures(snakemake_logs, log_root=paths.LOGS, since: float | None = None, stream=None) -> list[str]:
     """Print, for each failed job, its rule, the last error line of its log and the log's path; a run
     the user stopped (Ctrl-C) is reported as interrupted, each job it cut short as interrupted."""
     stream = stream or sys.stderr

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry
+from circuitloc.plan import paths, registry
 from circuitloc.plan.resources import estimate, requested_keys
 from circuitloc.plan.views import (
     ablations,
@@ -127,7 +127,7 @@ def resume_dir(config, stage, abls):
     """The params function saying where a job of `stage` running `abls` keeps its finished ablations
     until it succeeds (circuitloc.resume)."""
     tag = group_tag(config, abls)
-    return lambda wc: f"results/.resume/{stage}/{wc.task}/{wc.model}{tag}"
+    return lambda wc: f"{paths.RESUME}/{stage}/{wc.task}/{wc.model}{tag}"
 
 
 def group_of(config, model) -> list[str]:

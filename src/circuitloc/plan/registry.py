@@ -106,12 +106,6 @@ def load_task_modules(names=None) -> list[str]:
     return out
 
 
-def task_names() -> tuple[str, ...]:
-    """Every registered task's name, built-in first (the configured modules' tasks loaded)."""
-    load_task_modules()
-    return tuple(_TASKS)
-
-
 def task(name: str) -> TaskSpec:
     """The spec of a task by name; tasks of configured task modules are loaded on first use."""
     if name not in _TASKS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from circuitloc.plan import registry, vocab
+from circuitloc.plan.paths import CARD, CONTROLS, CURVES, DATA, FILTER, MIB, PROMPTS, SCORES, TABLE1, WEIGHTS
 from circuitloc.plan.sweep import figure_sample
 from circuitloc.plan.views import (
     ablations,
@@ -51,11 +52,12 @@ def stability_entries(config, task) -> list[dict]:
     for m in models_for(config, task):
         for a in model_ablations(config, m):
             e = {"model": m, "card": card(m), "ablation": a,
-                 "scores": f"results/scores/{task}/{m}/{a}.parquet",
-                 "prompts": f"results/scores/{task}/{m}/{a}.prompts.parquet",
-                 "dataset": f"results/data/{task}/{m}.parquet"}
+                 "scores": SCORES.format(task=task, model=m, ablation=a),
+                 "prompts": PROMPTS.format(task=task, model=m, ablation=a),
+                 "dataset": DATA.format(task=task, model=m)}
             if registry.task(task).shared:
-                e["shared"] = f"results/scores/{st}/{m}/{a}.parquet" if st and m in models_for(config, st, a) else None
+                e["shared"] = SCORES.format(task=st, model=m, ablation=a) if st and m in models_for(config, st, a) \
+                    else None
             out.append(e)
     return out
 
@@ -84,12 +86,6 @@ def task_rule(config, stem: str, abls) -> str:
     if len(task_groups(config)) == 1:
         return stem
     return f"{stem}__" + "_".join(a.replace("-", "_") for a in abls)
-
-
-CARD = "results/models/{model}/card.json"
-SCORES = "results/scores/{task}/{model}/{ablation}.parquet"
-CURVES = "results/curves/{task}/{model}/{ablation}.parquet"
-CONTROLS = "results/curves/{task}/{model}/{ablation}.control.parquet"
 
 
 def per_ablation_inputs(config, abls, files: dict, models=None):
@@ -143,7 +139,7 @@ def sweep_layer_table(config, task, ablation) -> list[str]:
     (`report.sweep.paired`)."""
     kind, unit = registry.parse_ablation(ablation)
     twin = registry.ablation_name(kind, vocab.LAYER)
-    return [f"results/tables/table1_{task}_{twin}.csv"] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
+    return [TABLE1.format(task=task, ablation=twin)] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
         else []
 
 
@@ -168,7 +164,7 @@ def landing_inputs(config) -> dict[str, str]:
     and its scale figure, where the run makes them."""
     made = set(_tables_and_figures(config))
     task, abl = headline(config)
-    files = {"claims": CLAIMS, "table1": f"results/tables/table1_{task}_{abl}.csv",
+    files = {"claims": CLAIMS, "table1": TABLE1.format(task=task, ablation=abl),
              "fig1": f"results/figures/fig1_heatmap_{task}_{abl}.png",
              "fig2": f"results/figures/fig2_curves_{task}_{abl}.png", "scale": f"results/figures/scale_{abl}.png"}
     return {k: p for k, p in files.items() if k == "claims" or p in made}
@@ -180,20 +176,14 @@ def headline(config) -> tuple[str, str]:
     return (task if task in ts else ts[0]), (abl if abl in abls else abls[0])
 
 
-def mib_importances(task, ablation) -> str:
-    """The folder of a task's and ablation's unit scores in MIB's node-importance form, one
-    `{task}_{model}/importances.json` per model (rule mib_importances)."""
-    return f"results/mib/{task}/{ablation}"
-
-
 def _tables_and_figures(config) -> list[str]:
     """Every model card, table and figure the config asks for."""
-    out = [card(m) for m in models(config)]
+    out = [CARD.format(model=m) for m in models(config)]
     pairs = table_pairs(config)
     for task, abl in pairs:
-        out += [f"results/tables/table1_{task}_{abl}.csv", f"results/tables/table2_{task}_{abl}.csv",
+        out += [TABLE1.format(task=task, ablation=abl), f"results/tables/table2_{task}_{abl}.csv",
                 f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png",
-                mib_importances(task, abl)]
+                MIB.format(task=task, ablation=abl)]
     out += [f"results/figures/scale_{abl}.png" for abl in ablations(config)]
     extras = config["analysis"]
     if "stability" in extras:
@@ -212,13 +202,12 @@ def intermediates(config) -> list[str]:
     by Snakemake after a forced job failed, is rebuilt (with what depends on it) by a plain rerun:
     Snakemake plans nothing for a missing file that no target asks for when its consumers' outputs
     exist."""
-    out = [f"results/models/{m}/weights" for m in models(config) if model_spec(config, m).get("source") != "hf"]
+    out = [WEIGHTS.format(model=m) for m in models(config) if model_spec(config, m).get("source") != "hf"]
     for t in dataset_tasks(config):
         for m in models_for(config, t):
-            out += [f"results/data/{t}/{m}.parquet", f"results/data/{t}/{m}.filter.json"]
+            out += [DATA.format(task=t, model=m), FILTER.format(task=t, model=m)]
             for a in model_ablations(config, m):
-                out += [p.format(task=t, model=m, ablation=a) for p in (SCORES, CURVES, CONTROLS)]
-                out.append(f"results/scores/{t}/{m}/{a}.prompts.parquet")
+                out += [p.format(task=t, model=m, ablation=a) for p in (SCORES, CURVES, CONTROLS, PROMPTS)]
     return out
 
 

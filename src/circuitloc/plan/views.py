@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import re
 
-from circuitloc.plan import registry
+from circuitloc.plan import paths, registry
 from circuitloc.plan.sweep import META as SWEEP_META
 
 # what a model's build does not depend on: its task and curve overrides, size hint, resources and
@@ -47,7 +47,7 @@ def model_tasks(config, model) -> list[str]:
 
 
 def card(model) -> str:
-    return f"results/models/{model}/card.json"
+    return paths.CARD.format(model=model)
 
 
 # ---- ablations -----------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def shared_members(config, task, model) -> list[str]:
     """The datasets a family-shared condition's dataset of `model` is made from: its base task's
     dataset of every model of the family scored on it, in the config's model order."""
     base = registry.base_task(task).name
-    return [f"results/data/{base}/{m}.parquet" for m in family_members(config, model, task)]
+    return [paths.DATA.format(task=base, model=m) for m in family_members(config, model, task)]
 
 
 def shared_tasks(config) -> list[str]:

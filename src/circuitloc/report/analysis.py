@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc import metrics as M
-from circuitloc import stats as S
+from circuitloc import metrics
+from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
 from circuitloc.plan import registry, vocab
@@ -27,7 +27,7 @@ def unit_drops(per_prompt: pl.DataFrame, mask, higher_is_better: bool) -> pl.Dat
     """Each unit's drop on the prompts in `mask` (per-prompt artifact of a score job): columns unit, drop."""
     pp = per_prompt.filter(pl.Series(np.asarray(mask, bool)))
     units = [c for c in pp.columns if c not in ("row", "clean", "floor")]
-    drops = M.drop(_mean(pp["clean"]), np.array([_mean(pp[u]) for u in units]), higher_is_better)
+    drops = metrics.drop(_mean(pp["clean"]), np.array([_mean(pp[u]) for u in units]), higher_is_better)
     return pl.DataFrame({"unit": units, "drop": np.asarray(drops)}, schema_overrides={"unit": pl.String})
 
 
@@ -62,7 +62,7 @@ def stability_rows(task: str, model: str, attention: str, ablation: str, per_pro
             rows.append({**base, "note": "one condition is empty"})
             continue
         da, db = unit_drops(per_prompt, mask, t.higher_is_better), unit_drops(per_prompt, ~mask, t.higher_is_better)
-        rows.append({**base, **S.agreement(da["drop"].to_numpy(), db["drop"].to_numpy(), da["unit"].to_numpy())})
+        rows.append({**base, **stats.agreement(da["drop"].to_numpy(), db["drop"].to_numpy(), da["unit"].to_numpy())})
         maps.append((f"{model}: {split}", {a: da, b: db}))
     return rows, maps
 
@@ -79,7 +79,7 @@ def shared_stability_row(task: str, model: str, attention: str, ablation: str, p
     row = {"task": task, "model": model, "attention": attention, "ablation": ablation,
            "split": SHARED_SPLIT, "condition_a": "per-model", "condition_b": "shared",
            "n_a": int(per_model["n_prompts"][0]), "n_b": int(shared["n_prompts"][0]),
-           **S.agreement(a["drop"].to_numpy(), b["drop"].to_numpy(), a["unit"].to_numpy())}
+           **stats.agreement(a["drop"].to_numpy(), b["drop"].to_numpy(), a["unit"].to_numpy())}
     return row, (f"{model}: {SHARED_SPLIT}", {"per-model": a, "shared": b})
 
 
@@ -94,7 +94,8 @@ def _side(df: pl.DataFrame) -> dict:
     each model's count, a bound '> K' at its K, flagged), mean curve area, MIB's CPR and CMD and
     effective units."""
     name = heads_to_measures(df.columns)[-1]  # greedy when the curves have it (it sorts last)
-    h = [M.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored() for r in df.iter_rows(named=True)]
+    h = [metrics.HeadsTo(r[name], bool(r[f"{name}_bounded"]), r["n_units"]).censored()
+         for r in df.iter_rows(named=True)]
     bounded = any(b for _, _, b in h)
     tops = [top_head_measure(r) for r in df.iter_rows(named=True)]  # held out where the curves were
     top = pl.Series([r[c] for r, (c, _) in zip(df.iter_rows(named=True), tops)], dtype=pl.Float64)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from circuitloc import metrics as M
+from circuitloc import metrics
 
 _STYLE = """body { font-family: system-ui, sans-serif; font-size: 13px; margin: 12px; color: #1f2937; }
 h1 { font-size: 15px; font-weight: 600; }
@@ -40,7 +40,7 @@ def display_rows(df: pl.DataFrame) -> tuple[list[str], list[list]]:
         if v is None or (is_float and math.isnan(v)):
             return ""
         if c in flags:
-            return M.heads_to_label(v, bool(bounded))
+            return metrics.heads_to_label(v, bool(bounded))
         return f"{v:.4g}" if is_float else v
 
     floats = {c: t.is_float() for c, t in df.schema.items()}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc import stats as S
+from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
 from circuitloc.plan.vocab import QUERY, ZERO
@@ -19,12 +19,12 @@ from circuitloc.report.verdicts import _adjust_families, _finite, _sign, paired_
 def _paired_t(o, b, ci):
     """(mean difference, lo, hi, p) of a paired t-test of o against b over the pairs where both are
     finite (a value the conditioning rule refused drops its pair)."""
-    from scipy import stats
+    import scipy.stats
 
     ok = np.isfinite(o) & np.isfinite(b)
     d = o[ok] - b[ok]
     mean, lo, hi = _interval(d, ci)
-    p = float(stats.ttest_rel(o[ok], b[ok]).pvalue) if ok.sum() > 1 and np.std(d) > 0 else np.nan
+    p = float(scipy.stats.ttest_rel(o[ok], b[ok]).pvalue) if ok.sum() > 1 and np.std(d) > 0 else np.nan
     return mean, lo, hi, p
 
 
@@ -78,11 +78,11 @@ def _compare(o, b, measures, ci) -> dict:
     for h in measures:
         m = f"{h}_frac"
         for side, t in (("mha_", b), ("", o)):
-            row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = S.censored_median(*_values(t, m))
+            row[f"{side}{m}_median"], row[f"{side}{m}_median_is_bound"] = stats.censored_median(*_values(t, m))
         bv, bc = _values(b, m)
         ov, oc = _values(o, m)
         ok = np.isfinite(bv) & np.isfinite(ov)  # a refused value drops its pair
-        test = S.paired_censored(bv[ok], bc[ok], ov[ok], oc[ok])
+        test = stats.paired_censored(bv[ok], bc[ok], ov[ok], oc[ok])
         row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
                     f"{m}_p": test["p"], f"{h}_direction": _sign(-test["stat"]),
                     f"{h}_censored_pairs": int((bc | oc)[ok].sum())})

@@ -170,12 +170,18 @@ def sweep(summary, per_model, threshold: float, title: str = ""):
         panels.append((f"{greedy}_frac", f"heads to {pct}, greedy (fraction of units)"))
     sizes = list(dict.fromkeys(summary["size"].cast(pl.String).to_list()))
     mha_kv = {s: int(g["kv_heads"].max()) for (s,), g in summary.group_by(pl.col("size").cast(pl.String))}
-    ratio = lambda size, kv: mha_kv[size] // int(kv)  # noqa: E731
+
+    def ratio(size, kv):
+        return mha_kv[size] // int(kv)
+
     ratios = sorted({ratio(s, k) for s, k in zip(summary["size"].cast(pl.String).to_list(), summary["kv_heads"].to_list())})
     drawn = {r: {int(k) for s, k in zip(summary["size"].cast(pl.String).to_list(), summary["kv_heads"].to_list())
                  if ratio(s, k) == r} for r in ratios}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False, layout="constrained")
-    shift = lambda i: (i - (len(sizes) - 1) / 2) * 0.08
+
+    def shift(i):
+        return (i - (len(sizes) - 1) / 2) * 0.08
+
     for ax, (m, label) in zip(axes[0], panels):
         censorable = f"{m}_median" in summary.columns
         ys = [0.0]

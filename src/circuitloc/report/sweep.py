@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc import metrics as M
-from circuitloc import stats as S
+from circuitloc import metrics
+from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
 from circuitloc.report.analysis import behaves
@@ -32,13 +32,13 @@ TESTED = "tested"
 def _interval(x, ci: float):
     """Mean and a t-interval across seeds (NaN bounds for a single seed). Never given a censored
     value: the callers pass uncensored measures only."""
-    from scipy import stats
+    import scipy.stats
 
     x = np.asarray(x, float)
     m = float(np.mean(x)) if len(x) else np.nan
     if len(x) < 2:
         return m, np.nan, np.nan
-    half = stats.t.ppf(0.5 + ci / 2, len(x) - 1) * np.std(x, ddof=1) / np.sqrt(len(x))
+    half = scipy.stats.t.ppf(0.5 + ci / 2, len(x) - 1) * np.std(x, ddof=1) / np.sqrt(len(x))
     return m, m - half, m + half
 
 
@@ -63,7 +63,7 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                 h80.update({base: np.nan, f"{base}_frac": np.nan, f"{base}_censored": False,
                             f"{base}_bound": np.nan, f"{base}_frac_bound": np.nan})
                 continue
-            count, frac, censored = M.HeadsTo(r[base], bool(r[f"{base}_bounded"]), r["n_units"]).censored()
+            count, frac, censored = metrics.HeadsTo(r[base], bool(r[f"{base}_bounded"]), r["n_units"]).censored()
             h80.update({base: np.nan if censored else count, f"{base}_frac": np.nan if censored else frac,
                         f"{base}_censored": censored, f"{base}_bound": count if censored else np.nan,
                         f"{base}_frac_bound": frac if censored else np.nan})
@@ -78,7 +78,7 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                "top_head_pct_lo": _num(r.get(f"{top}_lo")),
                "top_head_pct_hi": _num(r.get(f"{top}_hi")),
                "curve_area": _num(r.get("curve_area")),
-               "rescaled_curve_area": _num(M.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
+               "rescaled_curve_area": _num(metrics.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
                "cpr": _num(r.get("cpr")), "cmd": _num(r.get("cmd")),  # MIB's sufficiency measures
                **h80,
                "effective_units": _num(r["effective_units"]), "top_share": _num(r["top_share"]),
@@ -136,7 +136,7 @@ def _describe(g, ci: float, prefix: str = "") -> dict:
                 row[f"{prefix}{m}"] = row[f"{prefix}{m}_lo"] = row[f"{prefix}{m}_hi"] = np.nan
             else:
                 row[f"{prefix}{m}"], row[f"{prefix}{m}_lo"], row[f"{prefix}{m}_hi"] = _interval(_floats(g[m]), ci)
-            med, bound = S.censored_median(*_values(g, m))
+            med, bound = stats.censored_median(*_values(g, m))
             row[f"{prefix}{m}_median"], row[f"{prefix}{m}_median_is_bound"] = med, bound
     return row
 

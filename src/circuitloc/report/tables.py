@@ -9,8 +9,8 @@ import polars as pl
 from tabulate import tabulate
 
 from circuitloc import io
-from circuitloc import metrics as M
-from circuitloc import sufficiency as SF
+from circuitloc import metrics
+from circuitloc import sufficiency
 from circuitloc.io import frame
 from circuitloc.metrics import rank
 from circuitloc.plan import registry, vocab
@@ -47,7 +47,7 @@ def task_behaviour(clean: float, floor: float, higher_is_better: bool) -> bool:
     """Does the model do the task at all? Its clean metric must be better than the metric with the
     task gone (LD > 0, accuracy > 0; an induction loss below the no-repeat loss). A model without
     task behaviour has no circuit to localise and enters no concentration verdict."""
-    span = float(M.drop(clean, floor, higher_is_better))
+    span = float(metrics.drop(clean, floor, higher_is_better))
     return bool(np.isfinite(span) and span > 0)
 
 
@@ -96,8 +96,8 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
                         "top_head_top_freq": float(top.get("top_freq", 1.0))})
         if first is not None and first["unit"] == top["unit"]:  # the top unit alone, on the curve prompts
-            row["top_head_score_heldout"] = float(M.drop(float(c["clean"][0]), float(first[metric]),
-                                                          t.higher_is_better))
+            row["top_head_score_heldout"] = float(metrics.drop(float(c["clean"][0]), float(first[metric]),
+                                                               t.higher_is_better))
             row["top_head_pct_heldout"] = 100 * float(first["damage"])
             if "damage_lo" in ranked.columns:
                 row["top_head_pct_heldout_lo"] = 100 * float(first["damage_lo"])
@@ -110,15 +110,15 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
             if len(cm) == 0:
                 continue
             # heads_to_{pct}[_greedy] (count), _bounded (never reached the threshold: more than count), _frac
-            row.update(M.HeadsTo.of_curve(cm["damage"].to_numpy(), threshold, len(s))
-                       .columns(M.heads_to_name(threshold, method)))
+            row.update(metrics.HeadsTo.of_curve(cm["damage"].to_numpy(), threshold, len(s))
+                       .columns(metrics.heads_to_name(threshold, method)))
         if len(ranked):  # threshold-free: area under the ranked damage curve against the fraction of units
-            row["curve_area"] = M.curve_area(ranked["damage"].to_numpy(), len(s))
+            row["curve_area"] = metrics.curve_area(ranked["damage"].to_numpy(), len(s))
             row["curve_area_covered"] = min(1.0, len(ranked) / len(s))
             # on one scale for every unit count (1: one unit removes the task, 0.5: linear)
-            row["rescaled_curve_area"] = M.rescaled_curve_area(row["curve_area"], len(s))
+            row["rescaled_curve_area"] = metrics.rescaled_curve_area(row["curve_area"], len(s))
         row.update(sufficiency_measures(c))
-        row.update(M.concentration(s["drop"].to_numpy()))
+        row.update(metrics.concentration(s["drop"].to_numpy()))
         if _has_value(s["aligned"]):  # a kind that builds a replacement: share of aligned replacements
             row["aligned"] = float(s["aligned"][0])
         row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
@@ -131,11 +131,11 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
 def sufficiency_measures(c: pl.DataFrame) -> dict:
     """MIB's CPR and CMD of a curve table's sufficiency rows (`sufficiency.cpr_cmd`, over the
     fractions the rows record); NaN where the table holds no sufficiency rows."""
-    suff = c.filter(pl.col("method") == SF.METHOD).sort("step")
+    suff = c.filter(pl.col("method") == sufficiency.METHOD).sort("step")
     if len(suff) == 0:
         return {"cpr": float("nan"), "cmd": float("nan")}
-    cpr, cmd = SF.cpr_cmd(suff["faithfulness"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
-                          suff["fraction"].to_numpy())
+    cpr, cmd = sufficiency.cpr_cmd(suff["faithfulness"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+                                   suff["fraction"].to_numpy())
     return {"cpr": cpr, "cmd": cmd}
 
 
@@ -152,7 +152,7 @@ def _above_floor(df: pl.DataFrame, clean_col: str, higher_is_better: bool) -> bo
     lo = df["clean_span_lo"][0] if "clean_span_lo" in df.columns else None
     if lo is not None:
         return bool(math.isfinite(float(lo)) and float(lo) > 0)
-    return bool(float(M.drop(float(df[clean_col][0]), float(df["floor"][0]), higher_is_better)) > 0)
+    return bool(float(metrics.drop(float(df[clean_col][0]), float(df["floor"][0]), higher_is_better)) > 0)
 
 
 def damage_condition(scores: pl.DataFrame | None, curves: pl.DataFrame, metric: str, higher_is_better: bool,
@@ -187,7 +187,7 @@ def _condition_row(row: dict, threshold: float) -> dict:
             if k in row:
                 row[k] = float("nan")
         for method in ("ranked", "greedy"):
-            name = M.heads_to_name(threshold, method)
+            name = metrics.heads_to_name(threshold, method)
             if name in row:
                 row[name], row[f"{name}_bounded"], row[f"{name}_frac"] = None, None, float("nan")
     return row
@@ -209,7 +209,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         ablated = float(first[metric])
         floor = float(first["floor"])
         ctrl = controls[model]
-        ctrl_pct = 100 * M.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
+        ctrl_pct = 100 * metrics.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         cond = damage_condition(None if scores is None else scores[model], c, metric, t.higher_is_better,
                                 min_heldout)
@@ -224,11 +224,11 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # a sign flip of a logit difference that was never positive says nothing: left empty
             "sign_flip": bool(np.sign(ablated) != np.sign(clean)) if t.sign_flip and behaves else None,
             "control_draws": int(len(ctrl)),
-            "control_rule": M.control_rule(card.n_layers),
+            "control_rule": metrics.control_rule(card.n_layers),
             # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
-            **(M.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
+            **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             "task_behaviour": behaves,
             "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")
                                                           if not n.startswith("scoring")),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc import stats as S
+from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_label, heads_to_measures
 from circuitloc.plan.registry import parse_ablation
@@ -57,7 +57,7 @@ def _adjust_families(df, st: SweepStats, suffix: str):
     counts = {}
     for f in (PRIMARY, EXPLORATORY):
         mask = fam == f
-        adj[mask] = S.P_ADJUST[st.p_adjust](values[mask])
+        adj[mask] = stats.P_ADJUST[st.p_adjust](values[mask])
         counts[f] = int(np.isfinite(values[mask]).sum())
     for j, col in enumerate(tests):
         out = f"{col}{suffix}" if suffix else f"{col}_{st.p_adjust}"

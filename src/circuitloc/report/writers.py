@@ -9,9 +9,9 @@ import polars as pl
 from circuitloc import io
 from circuitloc.modelcard import ModelCard
 from circuitloc.plan import registry
-from circuitloc.report import analysis as AN
-from circuitloc.report import claims as CL
-from circuitloc.report import sweep as SW
+from circuitloc.report import analysis
+from circuitloc.report import claims
+from circuitloc.report import sweep
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.paired import paired
@@ -66,15 +66,15 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
         if registry.task(task).shared:  # the model's own prompts vs those its whole family knows
             if e.get("shared") is None:
                 rows.append({"task": task, "model": e["model"], "attention": e["attention"], "ablation": e["ablation"],
-                             "split": AN.SHARED_SPLIT,
+                             "split": analysis.SHARED_SPLIT,
                              "note": f"no shared set (a family of one, or tasks.{task}.shared: false)"})
                 continue
-            row, m = AN.shared_stability_row(task, e["model"], e["attention"], e["ablation"],
-                                             io.read_parquet(e["scores"]), io.read_parquet(e["shared"]))
+            row, m = analysis.shared_stability_row(task, e["model"], e["attention"], e["ablation"],
+                                                   io.read_parquet(e["scores"]), io.read_parquet(e["shared"]))
             r, mm = [row], [m]
         else:
-            r, mm = AN.stability_rows(task, e["model"], e["attention"], e["ablation"],
-                                      io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
+            r, mm = analysis.stability_rows(task, e["model"], e["attention"], e["ablation"],
+                                            io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
         rows += r
         if e["ablation"] == primary:
             units = io.read_parquet(e["scores"]).select("unit", "layer", "head")
@@ -103,10 +103,10 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     task, ablation, ci = job.task, job.ablation, stats.ci
     table_out, paired_out = out
     passed = {m: bool((ModelCard.read(p).checks or {}).get("passed", True)) for m, p in inputs.cards.items()}
-    pm = SW.per_model(io.read_csv(inputs.table1), inputs.meta, passed, task)
-    layers = SW.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
+    pm = sweep.per_model(io.read_csv(inputs.table1), inputs.meta, passed, task)
+    layers = sweep.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
-    summary = SW.summarize(pm, ci)
+    summary = sweep.summarize(pm, ci)
     kind, unit = registry.parse_ablation(ablation)
     pairs = paired(pm, stats, unit, layers, kind)
     pct = f"{100 * float(job.threshold):g}%"
@@ -114,13 +114,13 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
                 f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
                 "censored count), over the seeds of each row's paired comparisons with MHA; every measure depends "
                 "on the unit count (n_units): compare rows of equal counts")
-    n = {f: int(pairs[f"n_tests_{f}"][0]) if len(pairs) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
+    n = {f: int(pairs[f"n_tests_{f}"][0]) if len(pairs) else 0 for f in (sweep.PRIMARY, sweep.EXPLORATORY)}
     write_table(pairs, paired_out.csv, paired_out.md, f"Sweep — {task}, {ablation} ablation: each KV-head count "
                 "against the MHA model of the same seed and size, tested only at equal unit counts (comparison; "
                 "vs_unit layer: the MHA toy's layers) (top head, held out only, and curve area: paired t-test; "
                 f"heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
                 f"sign-flip test on censoring-aware ranks; p adjusted by {stats.p_adjust} within its family "
-                f"(*_family): {n[SW.PRIMARY]} primary tests, {n[SW.EXPLORATORY]} exploratory; verdict from the "
+                f"(*_family): {n[sweep.PRIMARY]} primary tests, {n[sweep.EXPLORATORY]} exploratory; verdict from the "
                 "top head and verdict_heads_to, 'yes' only when both are significant, directions in direction_*)")
     return summary, pm
 
@@ -135,23 +135,23 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
     st = SweepStats.of(opts)
     df = overview(tables, st)
-    n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (SW.PRIMARY, SW.EXPLORATORY)}
+    n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (sweep.PRIMARY, sweep.EXPLORATORY)}
     units = ", ".join(st.primary.units)
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
                 f"{st.p_adjust}-adjusted within its family in its table (_table) and over every table (_all): the "
                 f"primary family ({', '.join(st.primary.measures)} under {units} units and "
-                f"{', '.join(st.primary.kinds)} ablation, every task: {n[SW.PRIMARY]} "
-                f"tests) on its own, the {n[SW.EXPLORATORY]} other tests as an exploratory family; rows at different "
-                "unit counts are described, not tested; verdict_table and verdict_all: one verdict function on the "
-                "table's directions, with the one or the other adjustment; verdict_by_kind and holds_under: what the "
-                "same comparison says under each ablation kind, and the kinds that agree with the primary one")
+                f"{', '.join(st.primary.kinds)} ablation, every task: {n[sweep.PRIMARY]} "
+                f"tests) on its own, the {n[sweep.EXPLORATORY]} other tests as an exploratory family; rows at "
+                "different unit counts are described, not tested; verdict_table and verdict_all: one verdict function "
+                "on the table's directions, with the one or the other adjustment; verdict_by_kind and holds_under: "
+                "what the same comparison says under each ablation kind, and the kinds that agree with the primary one")
 
 
 def write_claims(cards: dict, tables: dict, threshold: float, out_csv, out_md) -> pl.DataFrame:
     """The claims table from the run's cards (model -> card path) and tables (name -> CSV path; a
     table the run does not make is simply absent), at the run's curve threshold."""
-    run = CL.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: ModelCard.read(p) for m, p in cards.items()},
-                 float(threshold))
-    df = CL.claims(run)
+    run = claims.Run({n: io.read_csv(p) for n, p in tables.items()}, {m: ModelCard.read(p) for m, p in cards.items()},
+                     float(threshold))
+    df = claims.claims(run)
     write_table(df, out_csv, out_md, "The paper's claims (arXiv 2605.08853) checked on this run")
     return df

@@ -177,11 +177,6 @@ def fahamu_source(source: dict) -> tuple[Path, str | None]:
     return path, hub.snapshot_commit(path)
 
 
-def fahamu_path(source: dict) -> Path:
-    """The parquet file of a `{kind: fahamu}` source (fahamu_source without its commit)."""
-    return fahamu_source(source)[0]
-
-
 def _unreadable(path, e: Exception) -> DatasetError:
     """One line for a parquet the reader cannot decode: invalid UTF-8 text, or a file that is not
     (or no longer whole) parquet."""
