@@ -110,3 +110,17 @@ def write_facts(path, rows):
     lines = ["\t".join(facts.COLUMNS)] + ["\t".join([*r, f"Q: {r[4]}?\\nA:"]) for r in rows]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def round_trips(path):
+    """A card file read, written elsewhere and compared byte for byte; the written card reads back
+    equal. Returns the card."""
+    from circuitloc.modelcard import ModelCard
+
+    card = ModelCard.read(path)
+    again = path.with_name(path.name + ".again")
+    card.write(again)
+    assert again.read_bytes() == path.read_bytes(), path
+    assert ModelCard.read(again) == card
+    again.unlink()
+    return card

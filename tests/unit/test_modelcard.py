@@ -12,6 +12,7 @@ import pytest
 from circuitloc.engine.select import engine_of
 from circuitloc.errors import ArtifactError
 from circuitloc.modelcard import ModelCard
+from helpers import round_trips
 from circuitloc.models.build import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,17 +28,6 @@ GGUF_CARD = {
                 "files": {"model.safetensors": {
                     "bytes": 538090408, "sha256": "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd"}}},
     "engine": "scan"}
-
-
-def round_trips(path: Path) -> ModelCard:
-    """Read, write elsewhere, compare the bytes; the written card reads back equal."""
-    card = ModelCard.read(path)
-    again = path.with_name(path.name + ".again")
-    card.write(again)
-    assert again.read_bytes() == path.read_bytes(), path
-    assert ModelCard.read(again) == card
-    again.unlink()
-    return card
 
 
 def test_a_built_hf_card_round_trips(tiny_dirs, tmp_path):
