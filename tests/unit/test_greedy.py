@@ -7,6 +7,7 @@ import torch
 from helpers import model_card
 
 from circuitloc.engine import ablation
+from circuitloc.engine import greedy
 
 
 class _Task:
@@ -50,7 +51,7 @@ def test_greedy_chooses_on_the_selection_prompts_and_reports_on_the_held_out_one
     scoring = _Prompts("scoring", {"L0H1": 6.0, "L0H0": 1.0, "L0H2": 0.5})
     heldout = _Prompts("heldout", {"L0H0": 6.0, "L0H1": 2.0, "L0H2": 0.5})
     sel, rep = _Scanner(units), _Scanner(units)
-    rows = ablation.greedy_curve(ablation.Probe(rep, heldout, _Task), units, ablation.Baseline(10.0, 0.0), ablation.Greedy(3, 2),
+    rows = greedy.greedy_curve(ablation.Probe(rep, heldout, _Task), units, ablation.Baseline(10.0, 0.0), greedy.Greedy(3, 2),
                           select=(ablation.Probe(sel, scoring, _Task), 10.0))
     assert [r["unit"] for r in rows] == ["L0H1", "L0H0"]  # the scoring prompts' order
     # reported on the held-out prompts: 10 - 2 after L0H1, 10 - 8 after L0H0 as well
@@ -65,7 +66,7 @@ def test_greedy_steps_run_past_the_candidate_pool():
     units = _units(6)
     w = {u["unit"]: 1.0 + i for i, u in enumerate(units)}
     p = _Prompts("p", w)
-    rows = ablation.greedy_curve(ablation.Probe(_Scanner(units), p, _Task), units, ablation.Baseline(10.0, -100.0), ablation.Greedy(2, 5))
+    rows = greedy.greedy_curve(ablation.Probe(_Scanner(units), p, _Task), units, ablation.Baseline(10.0, -100.0), greedy.Greedy(2, 5))
     chosen = [r["unit"] for r in rows]
     assert len(chosen) == 5 and len(set(chosen)) == 5
     # each step takes the better of the next two in rank order: L0H1 (2.0) over L0H0, then L0H2 ...

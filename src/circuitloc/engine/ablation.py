@@ -78,6 +78,12 @@ class Probe:
         """The ranked metric's mean over the prompts under each ablation set."""
         return self.run(sets)[self.task.metric_name].mean(dim=1).numpy()
 
+    def extend(self, chosen: list[Unit], additions: list[Unit]) -> np.ndarray:
+        """The ranked metric's mean under `chosen` plus each unit of `additions` (one set per
+        addition): the step of a cumulative curve (ranked, greedy candidates, greedy reported
+        steps), named so that the engine may reuse what `chosen` alone already computed."""
+        return self.means([as_sets(list(chosen) + [u]) for u in additions])
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -88,16 +94,6 @@ class Baseline:
     clean: float
     floor: object
     clean_pp: object = None
-
-
-@dataclass(frozen=True)
-class Greedy:
-    """A greedy curve's plan (config curves: greedy_candidates, greedy_steps, greedy_stop_damage)."""
-
-    candidates: int
-    steps: int
-    stop_damage: float | None = None
-    label: str = "greedy curve"  # the job's name in its log lines
 
 
 def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
@@ -111,7 +107,7 @@ def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
     name = task.metric_name
     clean_pp, ablated_pp = res[name][0].numpy(), res[name][1:].numpy()
     clean = float(clean_pp.mean())
-    floor_pp, floor = _floor(floor)
+    floor_pp, floor = split_floor(floor)
     ablated = ablated_pp.mean(axis=1)
     cols = {"layer": [u.layer for u in unit_rows], "head": [u.head for u in unit_rows],
             "unit": [u.label for u in unit_rows]}
@@ -132,7 +128,7 @@ def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
     return df, per_prompt
 
 
-def _floor(floor):
+def split_floor(floor):
     """(as given, its mean): a per-prompt floor keeps its values for the bootstrap."""
     arr = np.asarray(floor, float)
     return arr, float(arr.mean())
@@ -154,8 +150,8 @@ def _intervals(clean_pp, ablated_pp, floor, task, bootstrap: Bootstrap) -> dict:
     return cols
 
 
-def _curve_rows(method, order, values, base: Baseline, task):
-    floor = _floor(base.floor)[1]
+def step_rows(method, order, values, base: Baseline, task):
+    floor = split_floor(base.floor)[1]
     rows = []
     for step, (u, v) in enumerate(zip(order, values), start=1):
         rows.append({"method": method, "step": step, "unit": u.label, "layer": u.layer, "head": u.head,
@@ -170,13 +166,13 @@ def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, pro
     metrics beside its own); with `base.clean_pp` and `bootstrap`, each step carries a damage
     interval over prompts (the floor resampled with the prompts where it is one value per prompt)."""
     task = probe.task
-    floor_pp, _ = _floor(base.floor)
+    floor_pp, _ = split_floor(base.floor)
     order = ranked_units[:max_steps]
     sets = [as_sets(order[: k + 1]) for k in range(len(order))]
     res = probe.run(sets, extra=True, progress=progress)
     per_prompt = res[task.metric_name]
     vals = per_prompt.mean(dim=1).numpy()
-    rows = _curve_rows("ranked", order, vals, base, task)
+    rows = step_rows("ranked", order, vals, base, task)
     for extra in task.extra:  # facts: the metrics it is not ranked on (accuracy, ...), at every step
         for r, v in zip(rows, res[extra].mean(dim=1).numpy()):
             r[extra] = float(v)
@@ -185,35 +181,6 @@ def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, pro
         iv.pop("top_freq", None)
         rows = [{**r, **{k: float(v[i]) for k, v in iv.items()}} for i, r in enumerate(rows)]
     return rows
-
-
-def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, select: tuple | None = None):
-    """Each step adds the candidate whose addition does most damage; the pool holds the top
-    `plan.candidates` units of the ranking not yet chosen and refills from it after every step, so
-    the curve runs up to `plan.steps` (or every unit), not only as many steps as the pool is large.
-
-    `select` = (probe, clean) of the prompts the choice is made on (the scoring prompts); the curve
-    is reported on `probe` (held out), so heads-to-threshold on it is not selected in-sample.
-    Without `select` the choice is made on `probe` itself (in-sample). It stops early once the
-    reported damage reaches `plan.stop_damage` (1.0: the task is gone)."""
-    task = probe.task
-    sel, sel_clean = select if select is not None else (probe, base.clean)
-    floor = _floor(base.floor)[1]
-    ranked_units = list(ranked_units)
-    chosen, vals = [], []
-    for _ in range(min(plan.steps, len(ranked_units))):
-        taken = {u.label for u in chosen}
-        pool = [u for u in ranked_units if u.label not in taken][: plan.candidates]
-        v = sel.means([as_sets(chosen + [u]) for u in pool])
-        best = int(np.argmax(metrics.drop(sel_clean, v, task.higher_is_better)))
-        chosen.append(pool[best])
-        vals.append(float(probe.means([as_sets(chosen)])[0]))
-        dmg = float(metrics.damage(base.clean, vals[-1], floor, task.higher_is_better))
-        log.info("%s: step %d of at most %d, %s, damage %.3f", plan.label, len(chosen),
-                 min(plan.steps, len(ranked_units)), chosen[-1].label, dmg)
-        if plan.stop_damage is not None and dmg >= plan.stop_damage:
-            break
-    return _curve_rows("greedy", chosen, vals, base, task)
 
 
 def control_pool(unit_rows: list[Unit], n_layers: int, exclude=()) -> list[Unit]:

@@ -15,6 +15,7 @@ from circuitloc import io
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine import ablation
+from circuitloc.engine import greedy
 from circuitloc.engine.job import AblationJob, progress, read_ranked
 from circuitloc.engine.settings import (
     CurveFiles,
@@ -129,8 +130,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
                                  progress=progress(steps, f"ranked curve {name}/{ablation_name}"),
                                  bootstrap=job.bootstrap)
     if "greedy" in cfg.methods:
-        rows += ablation.greedy_curve(aj.probe, ranked, ablation.Baseline(clean, floor),
-                                      ablation.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
+        rows += greedy.greedy_curve(aj.probe, ranked, ablation.Baseline(clean, floor),
+                                      greedy.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
                                                       f"greedy curve {name}/{ablation_name}"),
                                       select=greedy_selection(job, full, ablation_name, aj))
     # MIB's direction beside ours: keep the top units by the same ranking, ablate the rest
