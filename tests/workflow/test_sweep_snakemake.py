@@ -21,13 +21,13 @@ def test_sweep_config_dag_has_one_training_job_per_model():
     # group_stages: one job per toy for its datasets, scores and curves of all three tasks
     assert int(stats["model_stages"]) == n
     assert not {"dataset", "scores", "curves", "dataset_shared"} & set(stats)  # tasks.facts.shared: false
-    # the cluster sweep: valid against the schema, 10 seeds x (4 KV counts x 3 sizes + 3 x 2 capacity sizes)
+    # the cluster sweep: valid against the schema, 30 seeds x (4 KV counts x 3 sizes + 3 x 2 capacity sizes)
     from snakemake.utils import validate
 
     large = yaml.safe_load((ROOT / "config" / "sweep_large.yaml").read_text())
     validate(large, str(ROOT / "config" / "schema.yaml"))
     big = expand(large["sweep"])
-    assert len(big) == 10 * (4 * 3 + 3 * 2 - 1)  # the parameter-matched size's MHA toys are its twin's
+    assert len(big) == 30 * (4 * 3 + 3 * 2 - 1)  # the parameter-matched size's MHA toys are its twin's
     assert {s["toy"]["d_model"] // s["toy"]["n_heads"] for s in big.values()} >= {32}  # a d_head >= 32 size
 
 

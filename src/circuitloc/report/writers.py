@@ -11,7 +11,7 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.plan import registry
 from circuitloc.report import analysis
 from circuitloc.report import claims
-from circuitloc.report import sweep
+from circuitloc.report import stability, sweep
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.paired import paired
@@ -109,6 +109,8 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     summary = sweep.summarize(pm, ci)
     kind, unit = registry.parse_ablation(ablation)
     pairs = paired(pm, stats, unit, layers, kind)
+    n_resamples = stability.resamples(stats.primary, kind, unit)
+    pairs = stability.with_stability(pm, pairs, lambda p, lay: paired(p, stats, unit, lay, kind), n_resamples, layers)
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
                 f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
@@ -121,7 +123,8 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
                 f"heads-to-{pct}, greedy (chosen on the scoring prompts, reported held out) and ranked: exact "
                 f"sign-flip test on censoring-aware ranks; p adjusted by {stats.p_adjust} within its family "
                 f"(*_family): {n[sweep.PRIMARY]} primary tests, {n[sweep.EXPLORATORY]} exploratory; verdict from the "
-                "top head and verdict_heads_to, 'yes' only when both are significant, directions in direction_*)")
+                "top head and verdict_heads_to, 'yes' only when both are significant, directions in direction_*; "
+                f"verdict_stability: the share of {n_resamples} resamples of the seeds that give the same verdict)")
     return summary, pm
 
 
@@ -134,7 +137,7 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
     paths = {**paired, **(extra or {})}
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
     st = SweepStats.of(opts)
-    df = overview(tables, st)
+    df = stability.beside_overview(overview(tables, st), tables)
     n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (sweep.PRIMARY, sweep.EXPLORATORY)}
     units = ", ".join(st.primary.units)
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
@@ -144,7 +147,8 @@ def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict 
                 f"tests) on its own, the {n[sweep.EXPLORATORY]} other tests as an exploratory family; rows at "
                 "different unit counts are described, not tested; verdict_table and verdict_all: one verdict function "
                 "on the table's directions, with the one or the other adjustment; verdict_by_kind and holds_under: "
-                "what the same comparison says under each ablation kind, and the kinds that agree with the primary one")
+                "what the same comparison says under each ablation kind, and the kinds that agree with the primary one; "
+                "verdict_table_stability: the share of seed resamples giving verdict_table again")
 
 
 def write_claims(cards: dict, tables: dict, threshold: float, out_csv, out_md) -> pl.DataFrame:

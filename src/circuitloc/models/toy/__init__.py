@@ -20,10 +20,12 @@ toy_facts.json (the taught facts), toy_checks.json (checks, recipe, timing, trai
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
 
+from circuitloc import kernels
 from circuitloc.models.toy.checkpoint import from_checkpoint
 from circuitloc.models.toy.corpus import Corpus, select_facts
 from circuitloc.models.toy.evaluation import Evaluator, judge
@@ -43,10 +45,12 @@ def train_toy(spec: dict, out_dir, log=print) -> dict:
     if spec.get("checkpoint"):
         return from_checkpoint(spec, out_dir, log)
     s = resolve_spec(spec)
+    kernels.check(s["kernels"])  # pinned: set before torch was imported, else a clear error
     old_threads = torch.get_num_threads()
     torch.set_num_threads(int(s["threads"]))
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), \
+                (kernels.deterministic() if s["kernels"] == "pinned" else contextlib.nullcontext()):
             return train(s, Path(out_dir), log)
     finally:
         torch.set_num_threads(old_threads)

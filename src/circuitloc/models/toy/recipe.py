@@ -27,6 +27,7 @@ DEFAULTS: dict = {
     "clip": 1.0,
     "loss": "all",  # "all" tokens, or "targets" only
     "threads": 1,
+    "kernels": "host",  # or "pinned": one CPU kernel path on every x86-64 machine (circuitloc.kernels)
     # data
     "mix": {"ioi": 18, "induction": 36, "facts": 10},  # relative weights per batch
     "repeat_len": [6, 20],  # induction rows: <bos> x1..xk x1..xk, k in this range
@@ -56,6 +57,8 @@ def resolve_spec(spec: dict | None) -> dict:
         raise ToyTrainingError(
             f"toy spec: d_model ({out['d_model']}) must be divisible by n_heads ({out['n_heads']}) "
             f"and n_heads by n_kv_heads ({out['n_kv_heads']})")
+    if out["kernels"] not in ("host", "pinned"):
+        raise ToyTrainingError(f"toy spec: kernels must be 'host' or 'pinned', got {out['kernels']!r}")
     if out["loss"] not in ("all", "targets"):
         raise ToyTrainingError(f"toy spec: loss must be 'all' or 'targets', got {out['loss']!r}")
     return out
