@@ -77,10 +77,17 @@ def beside_overview(out: pl.DataFrame, tables: dict) -> pl.DataFrame:
     none, e.g. one from before the column). It is the stability of the table's verdict (adjusted
     within its table); the overview's `verdict_all` adjusts over every table, so near the threshold
     the two can differ."""
+    from circuitloc.plan.registry import parse_ablation
+
     keys = ["task", "ablation", *KEY]
-    parts = [df.select(*KEY, pl.col("verdict_stability").cast(pl.Float64)).with_columns(
-        task=pl.lit(task), ablation=pl.lit(ablation)).select(*keys, "verdict_stability")
-             for (task, ablation), df in tables.items() if "verdict_stability" in df.columns and len(df)]
+    parts = []
+    for (task, ablation), df in tables.items():
+        if "verdict_stability" not in df.columns or not len(df):
+            continue
+        unit = parse_ablation(ablation)[1]  # a table from before vs_unit: its own unit, as the overview reads it
+        vs = pl.col("vs_unit").fill_null(unit) if "vs_unit" in df.columns else pl.lit(unit)
+        parts.append(df.select("size", "kv_heads", vs.alias("vs_unit"), pl.col("verdict_stability").cast(pl.Float64))
+                     .with_columns(task=pl.lit(task), ablation=pl.lit(ablation)).select(*keys, "verdict_stability"))
     if len(out) == 0:
         return out
     col = "verdict_table_stability"

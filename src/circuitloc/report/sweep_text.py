@@ -1,0 +1,115 @@
+"""The sweep's sentences, written from its overview table rather than typed: the README's sweep
+paragraph and docs/sweep.md's table of primary verdicts, each between its markers, under a note
+naming the run (which commit, from a fresh clone, on which machine).
+
+    python -m circuitloc.report.sweep_text RESULTS_DIR README.md docs/sweep.md --note "Measured on ..."
+
+Counts are of comparisons, not tests (a verdict reads two tests); significance, not direction, is
+what a count of "differences" counts; every percentage is quoted with its clean baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import polars as pl
+
+from circuitloc.atomic import write_text
+from circuitloc.errors import ArtifactError
+from circuitloc.report.verdicts import verdict_class
+
+SECTIONS = {"README": "sweep_summary", "docs": "sweep_primary"}
+WORDS = {"yes": "yes (fewer KV heads more concentrated on both measures)",
+         "no": "no (less concentrated on both measures)", "partial": "partial (one measure significant)",
+         "mixed": "mixed (both significant, opposite ways)", "none": "no clear difference", "n/a": "no verdict"}
+
+
+def primary(ov: pl.DataFrame) -> pl.DataFrame:
+    """The overview's rows whose verdict is read from two primary tests."""
+    return ov.filter(pl.col("verdict_family") == "primary")
+
+
+def _p(v) -> str:
+    return "–" if v is None or v != v else f"{v:.2g}"
+
+
+def _stab(v) -> str:
+    return "–" if v is None or v != v else f"{v:.2f}"
+
+
+def table(ov: pl.DataFrame) -> str:
+    """docs/sweep.md's table: one primary comparison a row, each percentage beside its clean metric."""
+    head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of clean: MHA → fewer-KV | difference [95% CI] "
+            "| p raw / Holm | greedy heads-to-80%: fewer-KV needs fewer / more (pairs) | p raw / Holm | verdict "
+            "| stability | same verdict under |\n|" + "---|" * 11)
+    rows = []
+    for r in primary(ov).iter_rows(named=True):
+        h = r.get("verdict_heads_to") or "heads_to_80_greedy"
+        rows.append(
+            f"| {r['task']} | {r['size']} (KV {r['kv_heads']} vs {r['vs_kv_heads']}) | {r['clean_metric']} "
+            f"{r['mha_clean']:.3g} / {r['clean']:.3g} | {r['mha_top_head_pct']:.0f} → {r['top_head_pct']:.0f} | "
+            f"{r['top_head_pct_diff']:+.0f} [{r['top_head_pct_diff_lo']:.0f}, {r['top_head_pct_diff_hi']:.0f}] | "
+            f"{_p(r['top_head_pct_p'])} / {_p(r['top_head_pct_p_all'])} | {r.get(h + '_wins')} / "
+            f"{r.get(h + '_losses')} ({r['n_pairs']}) | {_p(r.get(h + '_frac_p'))} / {_p(r.get(h + '_frac_p_all'))} | "
+            f"{WORDS[verdict_class(r['verdict_all'])]} | {_stab(r.get('verdict_table_stability'))} | "
+            f"{r.get('holds_under') or ''} |")
+    return "\n".join([head, *rows])
+
+
+def paragraph(ov: pl.DataFrame, alpha: float = 0.05) -> str:
+    """The README's sweep paragraph: the primary verdicts counted as comparisons, the unstable ones
+    named, and CPR's significant differences counted by sign."""
+    rows = list(primary(ov).iter_rows(named=True))
+    if not rows:
+        raise ArtifactError("sweep overview: no primary comparison (verdict_family primary); nothing to quote")
+    n_tests = int(ov["n_tests_primary_all"][0])
+    classes = [verdict_class(r["verdict_all"]) for r in rows]
+    named = [f"{r['task']} at {r['size']}: {WORDS[c]}" + (f", stability {r['verdict_table_stability']:.2f}"
+                                                           if r.get("verdict_table_stability") is not None else "")
+             for r, c in zip(rows, classes, strict=True) if c not in ("none", "n/a")]
+    yes = classes.count("yes")
+    unstable = [f"{r['task']} at {r['size']}" for r in rows
+                if r.get("verdict_table_stability") is not None and r["verdict_table_stability"] < 0.8]
+    cpr = [r for r in rows if r.get("cpr_p_all") is not None and r["cpr_p_all"] < alpha]
+    lower = sum(1 for r in cpr if (r.get("cpr_diff") or 0) < 0)
+    text = (f"Of its {len(rows)} primary comparisons (each verdict reads two tests, the top head score and greedy "
+            f"heads-to-80% under zero ablation of query heads: {n_tests} tests, Holm-corrected together), {yes} "
+            f"of {len(rows)} say \"fewer KV heads more concentrated: yes\". "
+            + ("The others with a verdict: " + "; ".join(named) + ". " if named else "")
+            + ("Not stable under resampled seeds (the same verdict in under 80% of resamples): "
+               + ", ".join(unstable) + ". " if unstable else "Every primary verdict holds in at least 80% of seed "
+               "resamples. ")
+            + f"The share of the task the top heads alone keep (CPR) differs significantly (exploratory "
+              f"correction) in {len(cpr)} of {len(rows)} comparisons ({lower} lower, {len(cpr) - lower} higher for "
+              "the fewer-KV toy).")
+    return text
+
+
+def fill(doc: str, name: str, body: str, note: str) -> str:
+    """`doc` with `body` under `note` between the markers of `name`."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if begin not in doc or end not in doc:
+        raise ArtifactError(f"markers {begin} ... {end} not found")
+    block = f"{begin}\n{note.strip()}\n\n{body.strip()}\n{end}"
+    return re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("readme", type=Path)
+    ap.add_argument("sweep_doc", type=Path)
+    ap.add_argument("--note", required=True, help="which commit (from a fresh clone), machine and command made it")
+    a = ap.parse_args(argv)
+    path = a.results / "tables" / "sweep_overview.csv"
+    if not path.is_file():
+        raise ArtifactError(f"{path}: missing; run the sweep first (config/sweep_capacity.yaml)")
+    ov = pl.read_csv(path, infer_schema_length=None)
+    write_text(fill(a.readme.read_text(), SECTIONS["README"], paragraph(ov), a.note), a.readme)
+    write_text(fill(a.sweep_doc.read_text(), SECTIONS["docs"], table(ov), a.note), a.sweep_doc)
+
+
+if __name__ == "__main__":
+    main()
