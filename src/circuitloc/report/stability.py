@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from circuitloc.plan.registry import parse_ablation
 from circuitloc.report.verdicts import verdict_class
 
 KEY = ("size", "kv_heads", "vs_unit")  # one paired row
@@ -77,8 +78,6 @@ def beside_overview(out: pl.DataFrame, tables: dict) -> pl.DataFrame:
     none, e.g. one from before the column). It is the stability of the table's verdict (adjusted
     within its table); the overview's `verdict_all` adjusts over every table, so near the threshold
     the two can differ."""
-    from circuitloc.plan.registry import parse_ablation
-
     keys = ["task", "ablation", *KEY]
     parts = []
     for (task, ablation), df in tables.items():
