@@ -89,3 +89,31 @@ def test_stability_reaches_the_paired_table_and_the_overview(tmp_path, monkeypat
     out = pl.read_csv(tmp_path / "o.csv")
     assert out["verdict_table_stability"].to_list() == pytest.approx([1.0])
     assert out.columns.index("verdict_table_stability") == out.columns.index("verdict_table") + 1
+
+
+def test_a_parameter_matched_size_is_tested_against_its_twin_seed_by_seed():
+    """plain and matched share their MHA toys (meta `also`); the matched KV-1 toy's top head is the
+    plain one's + 5 (+ noise): the paired t-test of the two KV-1 toys, seed by seed, equals scipy's
+    on the planted numbers; the plain row has no twin."""
+    import scipy.stats
+
+    from circuitloc.report.capacity import vs_twin
+
+    rng = np.random.default_rng(3)
+    plain = 40 + rng.normal(0, 8, 8)
+    matched = plain + 5 + rng.normal(0, 1, 8)
+    rows, meta = [], {}
+    for s in range(8):
+        for name, size, kv, top in ((f"mha_s{s}", "plain", 2, 30.0), (f"p_kv1_s{s}", "plain", 1, plain[s]),
+                                    (f"m_kv1_s{s}", "matched", 1, matched[s])):
+            rows.append({"model": name, "task_behaviour": True, "top_head_pct": top, "curve_prompts": "heldout",
+                         "top_head_pct_heldout": top, "heads_to_80": 1, "heads_to_80_bounded": False,
+                         "heads_to_80_frac": 0.25, "n_units": 4, "effective_units": 2.0, "top_share": 0.5})
+            meta[name] = {"size": size, "kv_heads": kv, "seed": s, **({"also": ["matched"]} if kv == 2 else {})}
+    pm = per_model(pl.DataFrame(rows), meta, {}, "ioi")
+    out = {r["size"]: r for r in vs_twin(pm, paired(pm)).iter_rows(named=True)}
+    assert out["plain"]["twin_size"] is None and np.isnan(out["plain"]["vs_twin_top_head_pct_p"])
+    m = out["matched"]
+    assert m["twin_size"] == "plain" and m["vs_twin_n_pairs"] == 8
+    assert m["vs_twin_top_head_pct_diff"] == pytest.approx(float(np.mean(matched - plain)))
+    assert m["vs_twin_top_head_pct_p"] == pytest.approx(scipy.stats.ttest_rel(matched, plain).pvalue)

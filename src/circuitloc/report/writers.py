@@ -11,7 +11,7 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.plan import registry
 from circuitloc.report import analysis
 from circuitloc.report import claims
-from circuitloc.report import stability, sweep
+from circuitloc.report import capacity, stability, sweep
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.paired import paired
@@ -111,6 +111,7 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     pairs = paired(pm, stats, unit, layers, kind)
     n_resamples = stability.resamples(stats.primary, kind, unit)
     pairs = stability.with_stability(pm, pairs, lambda p, lay: paired(p, stats, unit, lay, kind), n_resamples, layers)
+    pairs = capacity.vs_twin(pm, pairs, ci)  # the parameter-count question, where a size has a matched twin
     pct = f"{100 * float(job.threshold):g}%"
     write_table(summary, table_out.csv, table_out.md, f"Sweep — {task}, {ablation} ablation: mean and "
                 f"{int(ci * 100)}% t-interval across seeds per size and KV-head count (heads-to-{pct}: median, "
