@@ -21,7 +21,7 @@ TABLE1_READ = ("One row per model. The top unit is the one whose ablation alone 
                "prompts; its score is measured on the held-out prompts. Heads-to columns count the units ablated "
                "together before the damage reaches the threshold, greedy first; '> K' means the K steps computed "
                "never got there. The effective number of units is exp(entropy of the positive drops): 1 when one "
-               "unit carries the task.\n")
+               "unit carries the task, at most the unit count K ('of K'), so compare it only between rows of equal K.\n")
 _SPECIAL = re.compile(r"([\\*`|_<>\[\]:#+=~^-])")
 
 
