@@ -151,7 +151,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
         lo, hi = ablation.clean_span(clean_pp, floor_pp, aj.task, job.bootstrap)
         df = df.with_columns(clean_span_lo=pl.lit(lo, pl.Float64), clean_span_hi=pl.lit(hi, pl.Float64))
     pool = ablation.control_pool(aj.units, job.card.n_layers, exclude=[ranked[0].label])
-    ctrl = ablation.random_control(aj.probe, pool, clean, cfg.control_draws, job.seed)
+    ctrl = ablation.random_control(aj.probe, pool, ablation.Baseline(clean, floor_pp, clean_pp), cfg.control_draws,
+                                   job.seed, job.bootstrap)
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)
