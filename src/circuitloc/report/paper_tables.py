@@ -98,6 +98,7 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
              "clean": _num(r.get(clean)) if clean else "", "top unit ablated": _num(r.get(ablated)) if ablated else "",
              "drop": pct(r.get("drop_pct")), "sign flip": r.get("sign_flip"),
              "control mean drop": pct(r.get("control_drop_pct_mean")),
-             "control max drop": pct(r.get("control_drop_pct_max")), "control draws": r.get("control_draws"),
+             "control max drop": pct(r.get("control_drop_pct_max"), r.get("control_max_drop_pct_lo"),
+                                     r.get("control_max_drop_pct_hi")), "control draws": r.get("control_draws"),
              "note": r.get("damage_note") or ""} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
