@@ -1,7 +1,9 @@
 """The paper's claims beside this run's numbers: one row per claim of "Architecture, Not Scale"
 (arXiv 2605.08853), the models of the run it applies to, the measured value with its interval, and
-"holds" / "does not hold" / "not testable in this run" with the reason. Computed from the run's
-tables and model cards, never written by hand.
+"holds" / "does not hold" / "not testable in this run" (or "not testable (one seed)" where only a toy
+pair could test it) with the reason and what would make it testable (`testable_when`). Computed
+from the run's tables and model cards, never written by hand. The claims judged on draws and
+resamples (the random control, easy against hard inputs) are in claims_draws.
 
 Claims about pretrained model families apply to the run's pretrained models (source other than
 `toy`) of the attention type the paper names, and say so beside the paper's own models; the
@@ -11,6 +13,7 @@ parameter count, toys within their family)."""
 from __future__ import annotations
 
 import math
+
 import polars as pl
 
 from circuitloc.metrics import heads_to_name
