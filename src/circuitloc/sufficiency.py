@@ -7,6 +7,10 @@ Conventions, as MIB's circuit track computes them (`MIB_circuit_track/evaluation
 - fractions (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1) of the scored components, each turned
   into a count with Python's `int(fraction * n)`: truncation toward zero, so a fraction below 1/n
   keeps no unit (its circuit is the empty one and its faithfulness is 0 by definition);
+- the kept units are the top ones by the absolute value of their score (MIB keeps the components
+  with the largest |score|): a unit whose ablation raises the metric (a negative drop) matters to
+  the circuit as much as one that lowers it by the same amount, so ours keeps units by |single-unit
+  drop| (`mib_order`), not by the signed drop that orders the necessity curves;
 - faithfulness f = (m(C) - m(empty)) / (m(M) - m(empty)): m(M) the clean model, m(empty) every unit
   ablated, m(C) only the kept units un-ablated. The ratio is the same for a metric where lower is
   better (a loss): m(C) = m(M) gives 1 and m(C) = m(empty) gives 0 whichever way the metric points;
@@ -33,6 +37,13 @@ def kept_units(fraction: float, n_units: int) -> int:
     """How many top units a fraction keeps: MIB's `int(pct * n_scored_items)`, the same float product
     (so 0.5 of 5 units keeps 2, 0.001 of 16 keeps none)."""
     return int(fraction * n_units)
+
+
+def mib_order(units: list, drops) -> list:
+    """`units` (given in the necessity ranking: signed drop, descending) reordered by |drop|,
+    largest first, as MIB ranks components by absolute score; ties keep the given order."""
+    d = np.abs(np.nan_to_num(np.asarray(drops, float), nan=-np.inf))
+    return [units[i] for i in np.argsort(-d, kind="stable")]
 
 
 def faithfulness(circuit, model: float, empty: float):

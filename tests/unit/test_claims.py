@@ -54,7 +54,7 @@ def test_a_model_below_its_floor_is_left_out():
 
 @pytest.mark.parametrize("gqa_pct, expect", [(60.0, claims.HOLDS), (20.0, claims.FAILS), (90.0, claims.FAILS)])
 def test_ratio_claim_on_a_matched_pair(gqa_pct, expect):
-    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
+    cards = {"m": card("m", "mha", "pythia"), "g": card("g", "gqa", "qwen")}
     table = t1([{"model": "m", "top_head_pct_heldout": 10.0, "top_head_pct_heldout_lo": 8.0,
                  "top_head_pct_heldout_hi": 12.0},
                 {"model": "g", "top_head_pct_heldout": gqa_pct, "top_head_pct_heldout_lo": gqa_pct - 5,
@@ -81,18 +81,25 @@ def test_top_head_necessary(drops, flips, expect):
     assert verdict(claims.top_head_necessary, {claims.IOI_T1: t1([{"model": m} for m in GQA2]), claims.IOI_T2: t2}, GQA2) == expect
 
 
-@pytest.mark.parametrize("means, expect", [([1.0, 2.0], claims.HOLDS), ([1.0, 7.0], claims.FAILS)])
-def test_random_heads(means, expect):
-    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": v, "control_drop_pct_max": v * 2}
-                       for m, v in zip(GQA2, means)])
+@pytest.mark.parametrize("largest, hi, expect", [([1.0, 2.0], [3.0, 4.0], claims.HOLDS),
+                                                 ([1.0, 7.0], [3.0, 9.0], claims.FAILS),
+                                                 ([1.0, 4.0], [3.0, 6.0], claims.UNTESTABLE)])
+def test_random_heads(largest, hi, expect):
+    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": v / 2, "control_drop_pct_max": v,
+                        "control_max_drop_pct_lo": v - 1, "control_max_drop_pct_hi": h, "control_draws": 4}
+                       for m, v, h in zip(GQA2, largest, hi)])
     assert verdict(claims.random_heads_harmless, {claims.IOI_T2: t2}, GQA2) == expect
+
+
+def stab(model, same, n=30, freq=0.9):
+    return {"model": model, "split": "clean LD", "ablation": "zero-query", "same_top": same, "top_a": "L0H1",
+            "top_b": "L0H1" if same else "L0H2", "n_a": n, "n_b": n, "a_top_freq": freq, "b_top_freq": freq}
 
 
 @pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, claims.HOLDS), (True, True, claims.FAILS)])
 def test_same_head(same_mha, same_gqa, expect):
-    cards = {"m": card("m", "mha", "toy", source="toy"), "g": card("g", "gqa", "toy", source="toy")}
-    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query", "same_top": s, "top_a": "L0H1",
-                        "top_b": "L0H1" if s else "L0H2"} for m, s in (("m", same_mha), ("g", same_gqa))])
+    cards = {"m": card("m", "mha", "pythia"), "g": card("g", "gqa", "qwen")}
+    st = pl.DataFrame([stab(m, s) for m, s in (("m", same_mha), ("g", same_gqa))])
     assert verdict(claims.same_head_easy_hard, {claims.IOI_STAB: st}, cards) == expect
 
 
@@ -151,9 +158,7 @@ def test_ratio_claim_on_the_papers_six_models(gqa_pct, expect):
 @pytest.mark.parametrize("same_mha, same_gqa, expect", [(False, True, claims.HOLDS), (True, True, claims.FAILS),
                                                         (False, False, claims.FAILS)])
 def test_same_head_claim_on_the_papers_six_models(same_mha, same_gqa, expect):
-    st = pl.DataFrame([{"model": m, "split": "clean LD", "ablation": "zero-query",
-                        "same_top": same_gqa if c.attention == "gqa" else same_mha, "top_a": "L0H1", "top_b": "L0H2"}
-                       for m, c in PAPER.items()])
+    st = pl.DataFrame([stab(m, same_gqa if c.attention == "gqa" else same_mha) for m, c in PAPER.items()])
     row = claims.same_head_easy_hard(claims.Run({claims.IOI_STAB: st}, PAPER, 0.8))
     assert row["verdict"] == expect and "pythia_160m" not in row["models"].split(", ")
 

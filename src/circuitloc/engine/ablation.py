@@ -192,13 +192,25 @@ def control_pool(unit_rows: list[Unit], n_layers: int, exclude=()) -> list[Unit]
     return [u for u in unit_rows if lo <= u.layer < hi and u.label not in exclude]
 
 
-def random_control(probe: Probe, pool: list[Unit], clean: float, draws: int, seed: int) -> pl.DataFrame:
-    """Negative control: up to `draws` single units of `pool` (`control_pool`), drawn with `seed`."""
+def random_control(probe: Probe, pool: list[Unit], clean, draws: int, seed: int,
+                   bootstrap: Bootstrap | None = None) -> pl.DataFrame:
+    """Negative control: up to `draws` single units of `pool` (`control_pool`), drawn with `seed`.
+    `clean`: the clean metric, or a `Baseline` with per-prompt clean and floor, which with
+    `bootstrap` gives each draw its damage interval over prompts (damage_lo, damage_hi), so the
+    control claim can judge the draw that did most damage, not the draws' mean."""
     task = probe.task
+    base = clean if isinstance(clean, Baseline) else None
+    clean = base.clean if base else float(clean)
     rng = np.random.default_rng(seed)
     picks = [pool[i] for i in rng.choice(len(pool), size=min(draws, len(pool)), replace=False)]
-    v = probe.means([as_sets([u]) for u in picks])
-    return pl.DataFrame({"draw": list(range(len(picks))), "unit": [u.label for u in picks],
-                         "layer": [u.layer for u in picks], "head": [u.head for u in picks],
-                         task.metric_name: v, "drop": np.asarray(metrics.drop(clean, v, task.higher_is_better))},
-                        schema_overrides={"draw": pl.Int64, "unit": pl.String, "layer": pl.Int64, "head": pl.Int64})
+    pp = probe.run([as_sets([u]) for u in picks])[task.metric_name] if picks else None
+    v = pp.mean(dim=1).numpy() if picks else probe.means([])
+    df = pl.DataFrame({"draw": list(range(len(picks))), "unit": [u.label for u in picks],
+                       "layer": [u.layer for u in picks], "head": [u.head for u in picks],
+                       task.metric_name: v, "drop": np.asarray(metrics.drop(clean, v, task.higher_is_better))},
+                      schema_overrides={"draw": pl.Int64, "unit": pl.String, "layer": pl.Int64, "head": pl.Int64})
+    if bootstrap and picks and base is not None and base.clean_pp is not None:
+        iv = _intervals(np.asarray(base.clean_pp, float), pp.numpy(), split_floor(base.floor)[0], task, bootstrap)
+        df = df.with_columns(damage_lo=pl.Series(iv["damage_lo"], dtype=pl.Float64),
+                             damage_hi=pl.Series(iv["damage_hi"], dtype=pl.Float64))
+    return df

@@ -124,7 +124,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     clean_pp = clean_all[aj.task.metric_name]
     floor, clean = float(floor_pp.mean()), float(clean_pp.mean())
     by_label = {u.label: u for u in aj.units}
-    ranked = [by_label[u] for u in read_ranked(out.scores)["unit"]]
+    order = read_ranked(out.scores)
+    ranked = [by_label[u] for u in order["unit"]]
     steps = min(cfg.max_steps, len(ranked))
     rows = ablation.ranked_curve(aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), steps,
                                  progress=progress(steps, f"ranked curve {name}/{ablation_name}"),
@@ -134,8 +135,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
                                       greedy.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
                                                       f"greedy curve {name}/{ablation_name}"),
                                       select=greedy_selection(job, full, ablation_name, aj))
-    # MIB's direction beside ours: keep the top units by the same ranking, ablate the rest
-    rows += sufficiency_curve(aj.probe, ranked)
+    # MIB's direction beside ours: keep the top units by |drop| (MIB's absolute score), ablate the rest
+    rows += sufficiency_curve(aj.probe, ranked, order["drop"].to_numpy())
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(aj.df), pl.Int64),
                                      n_units=pl.lit(len(aj.units), pl.Int64),
@@ -150,7 +151,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
         lo, hi = ablation.clean_span(clean_pp, floor_pp, aj.task, job.bootstrap)
         df = df.with_columns(clean_span_lo=pl.lit(lo, pl.Float64), clean_span_hi=pl.lit(hi, pl.Float64))
     pool = ablation.control_pool(aj.units, job.card.n_layers, exclude=[ranked[0].label])
-    ctrl = ablation.random_control(aj.probe, pool, clean, cfg.control_draws, job.seed)
+    ctrl = ablation.random_control(aj.probe, pool, ablation.Baseline(clean, floor_pp, clean_pp), cfg.control_draws,
+                                   job.seed, job.bootstrap)
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)

@@ -31,6 +31,29 @@ def unit_drops(per_prompt: pl.DataFrame, mask, higher_is_better: bool) -> pl.Dat
     return pl.DataFrame({"unit": units, "drop": np.asarray(drops)}, schema_overrides={"unit": pl.String})
 
 
+# Resamples of each half's prompts for how often its top unit stays on top (`top_freqs`): fixed,
+# so that the stability table is the same on every run of the same scores
+STABILITY_BOOT = stats.Bootstrap(n=1000, seed=0)
+
+
+def top_freqs(per_prompt: pl.DataFrame, mask, higher_is_better: bool, tops: tuple,
+              boot: stats.Bootstrap = STABILITY_BOOT) -> dict:
+    """a_top_freq / b_top_freq: the share of bootstrap resamples of the prompts in `mask` (a) and
+    of the others (b) whose top unit (largest mean drop) is `tops`' unit of that half (its top unit
+    on all its prompts):
+    1 when the half's top unit is clear, low when another unit is as good a guess on these prompts."""
+    units = [c for c in per_prompt.columns if c not in ("row", "clean", "floor")]
+    d = per_prompt["clean"].to_numpy().astype(float)[:, None] - per_prompt.select(units).to_numpy().astype(float)
+    d = d if higher_is_better else -d
+    rng, out = np.random.default_rng(boot.seed), {}
+    for name, m, top in (("a", np.asarray(mask, bool), tops[0]), ("b", ~np.asarray(mask, bool), tops[1])):
+        x = d[m]
+        counts = np.stack([np.bincount(rng.integers(0, len(x), len(x)), minlength=len(x)) for _ in range(boot.n)])
+        picked = np.argmax(counts @ x, axis=1)  # the resample's sum of drops: the same order as its mean
+        out[f"{name}_top_freq"] = float(np.mean(picked == units.index(top)))
+    return out
+
+
 def splits(task: str, per_prompt: pl.DataFrame, dataset: pl.DataFrame) -> list[tuple[str, str, str, np.ndarray]]:
     """(split, condition a, condition b, mask of a) over the scored prompts, from the task's spec
     (`vocab.Split`); b is ~a."""
@@ -62,7 +85,9 @@ def stability_rows(task: str, model: str, attention: str, ablation: str, per_pro
             rows.append({**base, "note": "one condition is empty"})
             continue
         da, db = unit_drops(per_prompt, mask, t.higher_is_better), unit_drops(per_prompt, ~mask, t.higher_is_better)
-        rows.append({**base, **stats.agreement(da["drop"].to_numpy(), db["drop"].to_numpy(), da["unit"].to_numpy())})
+        agree = stats.agreement(da["drop"].to_numpy(), db["drop"].to_numpy(), da["unit"].to_numpy())
+        rows.append({**base, **agree, **top_freqs(per_prompt, mask, t.higher_is_better,
+                                                  (agree["top_a"], agree["top_b"]))})
         maps.append((f"{model}: {split}", {a: da, b: db}))
     return rows, maps
 

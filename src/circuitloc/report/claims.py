@@ -1,7 +1,9 @@
 """The paper's claims beside this run's numbers: one row per claim of "Architecture, Not Scale"
 (arXiv 2605.08853), the models of the run it applies to, the measured value with its interval, and
-"holds" / "does not hold" / "not testable in this run" with the reason. Computed from the run's
-tables and model cards, never written by hand.
+"holds" / "does not hold" / "not testable in this run" (or "not testable (one seed)" where only a toy
+pair could test it) with the reason and what would make it testable (`testable_when`). Computed
+from the run's tables and model cards, never written by hand. The claims judged on draws and
+resamples (the random control, easy against hard inputs) are in claims_draws.
 
 Claims about pretrained model families apply to the run's pretrained models (source other than
 `toy`) of the attention type the paper names, and say so beside the paper's own models; the
@@ -11,20 +13,29 @@ parameter count, toys within their family)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import polars as pl
 
 from circuitloc.metrics import heads_to_name
 from circuitloc.plan.targets import CLAIM_TABLES
-from circuitloc.report.claims_pairing import Run
+from circuitloc.report.claims_draws import CONTROL_HARMLESS, random_heads_harmless, same_head_easy_hard  # noqa: F401
+from circuitloc.report.claims_pairing import (  # noqa: F401  (the claims' vocabulary, re-exported)
+    FAILS,
+    HOLDS,
+    ONE_SEED,
+    UNTESTABLE,
+    Claim,
+    Run,
+    missing as _missing,
+    one_seed,
+    row_of as _row,
+    split_pairs,
+)
 from circuitloc.report.paper_tables import as_float, pct
 
-HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
 TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
-CONTROL_HARMLESS = 5.0  # "no damage": random units' mean drop below 5% of the clean metric
 
 
 def _pct(run: Run) -> str:
@@ -34,13 +45,6 @@ def _pct(run: Run) -> str:
 
 def _no_interval(run: Run) -> str:
     return f"no interval: heads-to-{_pct(run)} is a count read off one greedy curve, which the tables do not bootstrap"
-
-
-def _row(df: pl.DataFrame | None, model: str) -> dict | None:
-    if df is None or "model" not in df.columns:
-        return None
-    hit = df.filter(pl.col("model") == model)
-    return hit.row(0, named=True) if hit.height else None
 
 
 def _heads_to(row: dict, threshold: float) -> tuple[float, bool] | None:
@@ -57,30 +61,8 @@ def _label(v: float, bounded: bool) -> str:
     return f"> {v:g}" if bounded else f"{v:g}"
 
 
-@dataclass(frozen=True)
-class Claim:
-    """One claim checked on the run (a record: a row of the claims table has seven fields)."""
-
-    cid: str
-    text: str
-    models: tuple = ()
-    measured: str = ""
-    interval: str = ""
-    verdict: str = UNTESTABLE
-    reason: str = ""
-
-    def row(self) -> dict:
-        return {"claim_id": self.cid, "claim": self.text, "models": ", ".join(self.models),
-                "measured": self.measured, "interval": self.interval, "verdict": self.verdict, "reason": self.reason}
-
-
-def _untestable(cid, text, reason):
-    return Claim(cid, text, reason=reason).row()
-
-
-def _missing(run: Run, *names) -> str | None:
-    gone = [n for n in names if run.table(n) is None]
-    return f"the run has no {' or '.join(gone)} (its config leaves that task or ablation out)" if gone else None
+def _untestable(cid, text, reason, testable=""):
+    return Claim(cid, text, reason=reason, testable=testable).row()
 
 
 def _judged(run: Run, attention: str, table: str) -> tuple[dict, str]:
@@ -125,9 +107,10 @@ def top_head_ratio(run: Run) -> dict:
     cid = "ioi_gqa_top_head_ratio"
     if why := _missing(run, IOI_T1):
         return _untestable(cid, text, why)
-    pairs, rule = run.matched_pairs()
-    if not pairs:
-        return _untestable(cid, text, f"no MHA and GQA models of matched scale ({rule})")
+    pairs, toys, rule = split_pairs(run)
+    if not pairs:  # a toy pair is one seed: its ratio describes two models, not the architectures
+        return one_seed(Claim(cid, text), toys) if toys else \
+            _untestable(cid, text, f"no MHA and GQA models of matched scale ({rule})")
     t1, parts, ratios, intervals, used = run.table(IOI_T1), [], [], [], []
     for p in pairs:
         a, b = _row(t1, p.mha), _row(t1, p.gqa)
@@ -218,50 +201,6 @@ def top_head_necessary(run: Run) -> dict:
                  + (f"; none for {', '.join(bare)} (run without a bootstrap)" if bare else "")).row()
 
 
-def random_heads_harmless(run: Run) -> dict:
-    text = "Random mid-layer heads do no damage (IOI, zero ablation)"
-    cid = "ioi_random_heads_harmless"
-    if why := _missing(run, IOI_T2):
-        return _untestable(cid, text, why)
-    t2 = run.table(IOI_T2)
-    rows = [r for r in t2.iter_rows(named=True) if not math.isnan(as_float(r.get("control_drop_pct_mean")))]
-    if not rows:
-        return _untestable(cid, text, "no model has a control draw")
-    ok = all(as_float(r["control_drop_pct_mean"]) < CONTROL_HARMLESS for r in rows)
-    return Claim(cid, text, [r["model"] for r in rows],
-                 "; ".join(f"{r['model']}: mean {as_float(r['control_drop_pct_mean']):.1f}%, max "
-                           f"{as_float(r.get('control_drop_pct_max')):.1f}%" for r in rows), "",
-                 HOLDS if ok else FAILS, f"'no damage' read as a mean drop below {CONTROL_HARMLESS:g}% of the clean "
-                                         "logit difference over the control draws; no interval: the draws' mean and "
-                                         "max are the measured value").row()
-
-
-def same_head_easy_hard(run: Run) -> dict:
-    text = "The same head dominates across easy and hard IOI inputs in GQA but not in MHA"
-    cid = "ioi_same_head_easy_hard"
-    if why := _missing(run, IOI_STAB):
-        return _untestable(cid, text, why)
-    st = run.table(IOI_STAB).filter((pl.col("split") == "clean LD") & (pl.col("ablation") == "zero-query"))
-    pairs, rule = run.matched_pairs()
-    if not pairs:
-        return _untestable(cid, text, f"no MHA and GQA models of matched scale ({rule})")
-    parts, ok, used = [], True, []
-    for p in pairs:
-        a, b = _row(st, p.mha), _row(st, p.gqa)
-        if not a or not b:
-            continue
-        same_a, same_b = a.get("same_top") in (True, "True"), b.get("same_top") in (True, "True")
-        ok &= same_b and not same_a
-        used += [p.mha, p.gqa]
-        parts.append(f"{p.label}: GQA {'same' if same_b else 'different'} ({b['top_a']}/{b['top_b']}), "
-                     f"MHA {'same' if same_a else 'different'} ({a['top_a']}/{a['top_b']})")
-    if not used:
-        return _untestable(cid, text, "no matched pair has the low/high clean-LD split")
-    return Claim(cid, text, used, "; ".join(parts), "", HOLDS if ok else FAILS,
-                 "top unit on the low- vs high-clean-LD halves of the scoring prompts; no interval: a same/different "
-                 f"verdict per model; {rule}").row()
-
-
 def facts_bottleneck(run: Run) -> dict:
     text = "Facts circuits collapse to one bottleneck past a critical scale within a GQA family"
     cid = "facts_gqa_bottleneck"
@@ -283,5 +222,22 @@ CLAIMS = (gqa_one_unit, top_head_ratio, mha_two_to_five, top_layer_deepens, top_
           random_heads_harmless, same_head_easy_hard, facts_bottleneck)
 
 
+# What would let a run decide each claim (or decide it more firmly): the claims table's testable_when
+TESTABLE = {
+    "ioi_gqa_one_unit": "pretrained GQA models (config models:) scored on IOI under zero query ablation, clean "
+                        "logit difference above its floor; an interval on heads-to would need the greedy curve "
+                        "bootstrapped",
+    "ioi_gqa_top_head_ratio": "a pretrained MHA and GQA model within 2x parameters; toys only across the sweep's "
+                              "seeds (one toy pair is one seed)",
+    "ioi_mha_two_to_five": "pretrained MHA models (e.g. Pythia) scored on IOI under zero query ablation",
+    "ioi_mha_top_layer_deepens": "two or more sizes of one pretrained MHA family",
+    "ioi_gqa_top_head_necessary": "pretrained GQA models with IOI's Table 2, run with a bootstrap for the interval",
+    "facts_gqa_bottleneck": "two or more sizes of one pretrained GQA family scored on facts",
+}
+
+
 def claims(run: Run) -> pl.DataFrame:
-    return pl.DataFrame([c(run) for c in CLAIMS])
+    """One row per claim, with what would make it testable (`TESTABLE`, or the claim's own)."""
+    rows = [c(run) for c in CLAIMS]
+    return pl.DataFrame([{**r, "testable_when": r.get("testable_when") or TESTABLE.get(r["claim_id"], "")}
+                         for r in rows])

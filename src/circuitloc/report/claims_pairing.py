@@ -1,4 +1,5 @@
-"""What the claims read (the run's tables and cards) and which MHA and GQA models they compare.
+"""What the claims read (the run's tables and cards), which MHA and GQA models they compare, and
+the record of one checked claim (`Claim`: its row of the claims table).
 
 The paper compares Pythia (MHA) with Qwen2.5 (GQA): two families, so an MHA-versus-GQA claim pairs
 pretrained models across families by scale. Each MHA model takes the GQA model nearest to it in
@@ -9,6 +10,7 @@ pretrained model."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import polars as pl
@@ -91,3 +93,65 @@ class Run:
         """(pairs, the rule and its unmatched models, for a claim's reason column)."""
         pairs, notes = scale_pairs(self.cards)
         return toy_pairs(self.cards) + pairs, "; ".join([PAIR_RULE, *notes])
+
+
+HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
+ONE_SEED = "not testable (one seed)"  # a toy pair is one training seed: no answer about MHA and GQA
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim checked on the run (a record: a row of the claims table has eight fields);
+    `testable`: what a run needs for the claim to be decided (or decided more firmly)."""
+
+    cid: str
+    text: str
+    models: tuple = ()
+    measured: str = ""
+    interval: str = ""
+    verdict: str = UNTESTABLE
+    reason: str = ""
+    testable: str = ""
+
+    def row(self) -> dict:
+        return {"claim_id": self.cid, "claim": self.text, "models": ", ".join(self.models),
+                "measured": self.measured, "interval": self.interval, "verdict": self.verdict, "reason": self.reason,
+                "testable_when": self.testable}
+
+
+def row_of(df: pl.DataFrame | None, model: str) -> dict | None:
+    """A table's row of `model` as a dict, or None."""
+    if df is None or "model" not in df.columns:
+        return None
+    hit = df.filter(pl.col("model") == model)
+    return hit.row(0, named=True) if hit.height else None
+
+
+def missing(run: Run, *names) -> str | None:
+    """Why a claim cannot be read: the tables of `names` the run does not make, or None."""
+    gone = [n for n in names if run.table(n) is None]
+    return f"the run has no {' or '.join(gone)} (its config leaves that task or ablation out)" if gone else None
+
+
+def real(v) -> float:
+    """A table cell as a float (empty: NaN)."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def split_pairs(run: Run) -> tuple[list[Pair], list[Pair], str]:
+    """(pretrained pairs, toy pairs, the pairing rule): a toy pair is one seed of one recipe, so a
+    claim about MHA against GQA is judged on pretrained pairs only; toy pairs are named, not judged."""
+    pairs, rule = run.matched_pairs()
+    toys = toy_pairs(run.cards)
+    return [p for p in pairs if p not in toys], toys, rule
+
+
+def one_seed(claim: Claim, toys: list[Pair]) -> dict:
+    """The row of a claim that only toy pairs could test: not testable, one seed."""
+    names = ", ".join(f"{p.mha}/{p.gqa}" for p in toys)
+    return Claim(claim.cid, claim.text, verdict=ONE_SEED, testable=claim.testable,
+                 reason=f"only toy pairs ({names}): one training seed of one recipe says how two models differ, "
+                        "not MHA and GQA; the sweep's seeds (docs/sweep.md) compare them across seeds").row()

@@ -16,12 +16,12 @@ import polars as pl
 from circuitloc import io
 from circuitloc.report.paper_tables import table1_form
 
-CLAIM_COLUMNS = ("claim", "models", "measured", "interval", "verdict", "reason")
+CLAIM_COLUMNS = ("claim", "models", "measured", "interval", "verdict", "reason", "testable_when")
 TABLE1_READ = ("One row per model. The top unit is the one whose ablation alone does most damage on the scoring "
                "prompts; its score is measured on the held-out prompts. Heads-to columns count the units ablated "
                "together before the damage reaches the threshold, greedy first; '> K' means the K steps computed "
                "never got there. The effective number of units is exp(entropy of the positive drops): 1 when one "
-               "unit carries the task.\n")
+               "unit carries the task, at most the unit count K ('of K'), so compare it only between rows of equal K.\n")
 _SPECIAL = re.compile(r"([\\*`|_<>\[\]:#+=~^-])")
 
 
@@ -74,8 +74,9 @@ def landing(claims: pl.DataFrame, table1: pl.DataFrame | None, headline: tuple[s
          "by task and ablation; the workflow graph under Workflow). Percentages are of the task's clean "
          "metric above its floor, on prompts held out from the ranking, with 95% bootstrap intervals.\n"),
         rst_table(claims, "The paper's claims (arXiv 2605.08853), checked on this run", CLAIM_COLUMNS),
-        ("A verdict is only as strong as its numbers: a claim that holds on one toy pair is one seed. "
-         "Not testable means this run lacks the models the claim is about (the reason says which).\n"),
+        ("A verdict is only as strong as its numbers: a toy pair is one seed, so a claim about MHA against GQA "
+         "is 'not testable (one seed)' on toys. Not testable means this run lacks the models, prompts or "
+         "draws the claim needs (the reason says which; testable_when says what would decide it).\n"),
     ]
     if table1 is not None:
         parts += [rst_table(table1_form(table1), f"Table 1: {task}, {ablation} ablation"), TABLE1_READ]

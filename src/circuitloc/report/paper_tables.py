@@ -61,6 +61,13 @@ def _num(v, digits: int = 3) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{float(v):.{digits}g}"
 
 
+def _of_units(r: dict) -> str:
+    """Effective units with the unit count they are out of ('6.51 of 16'): at most K, so rows of
+    different K are not read side by side."""
+    eff = _num(r.get("effective_units"))
+    return f"{eff} of {r['n_units']}" if eff and r.get("n_units") is not None else eff
+
+
 def table1_form(df: pl.DataFrame) -> pl.DataFrame:
     """Table 1's paper form: at most 12 columns, the top unit's score on held-out prompts with its
     95% interval, heads-to counts written '> K' where the curve never got there."""
@@ -75,7 +82,7 @@ def table1_form(df: pl.DataFrame) -> pl.DataFrame:
                "top unit score": pct(r.get("top_head_pct_heldout"), r.get("top_head_pct_heldout_lo"),
                                       r.get("top_head_pct_heldout_hi"))}
         row.update({_threshold_label(c): _count(r, c) for c in counts})
-        row.update({"curve area": _num(r.get("curve_area")), "effective units": _num(r.get("effective_units")),
+        row.update({"curve area": _num(r.get("curve_area")), "effective units": _of_units(r),
                     "note": r.get("damage_note") or ""})
         rows.append(row)
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
@@ -91,6 +98,7 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
              "clean": _num(r.get(clean)) if clean else "", "top unit ablated": _num(r.get(ablated)) if ablated else "",
              "drop": pct(r.get("drop_pct")), "sign flip": r.get("sign_flip"),
              "control mean drop": pct(r.get("control_drop_pct_mean")),
-             "control max drop": pct(r.get("control_drop_pct_max")), "control draws": r.get("control_draws"),
+             "control max drop": pct(r.get("control_drop_pct_max"), r.get("control_max_drop_pct_lo"),
+                                     r.get("control_max_drop_pct_hi")), "control draws": r.get("control_draws"),
              "note": r.get("damage_note") or ""} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})

@@ -74,9 +74,9 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                "damage_ok": True if damage_ok is None else str(damage_ok).lower() in ("true", "1"),
                "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
                "clean": _num(r[clean_col]) if clean_col else np.nan,
-               "top_head_pct": _num(r[top]), "top_head_prompts": top_prompts,
-               "top_head_pct_lo": _num(r.get(f"{top}_lo")),
-               "top_head_pct_hi": _num(r.get(f"{top}_hi")),
+               # capped at 100 for facts (`metrics.capped_pct`): past the task gone is overshoot
+               **{f"top_head_pct{s}": metrics.capped_pct(_num(r.get(f"{top}{s}")), task) for s in ("", "_lo", "_hi")},
+               "top_head_prompts": top_prompts,
                "curve_area": _num(r.get("curve_area")),
                "rescaled_curve_area": _num(metrics.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
                "cpr": _num(r.get("cpr")), "cmd": _num(r.get("cmd")),  # MIB's sufficiency measures

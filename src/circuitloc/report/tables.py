@@ -193,6 +193,14 @@ def _condition_row(row: dict, threshold: float) -> dict:
     return row
 
 
+def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool) -> dict:
+    """control_max_drop_pct_lo/hi: the 95% interval of the draw with the largest damage (NaN
+    without a bootstrap, draws or a damage percentage)."""
+    ok = len(ctrl) and pct_ok and "damage_lo" in ctrl.columns
+    i = int(np.argmax(ctrl_pct)) if ok else 0
+    return {f"control_max_drop_pct_{s}": 100 * float(ctrl[f"damage_{s}"][i]) if ok else np.nan for s in ("lo", "hi")}
+
+
 def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None,
            min_heldout: int = 0) -> pl.DataFrame:
     """Per model: the top unit alone and random control units, on the curve prompts (held-out
@@ -228,6 +236,8 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # no draws where the control's layers hold only the top unit (e.g. one kv group, one layer)
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
+            # the largest draw's damage interval over prompts (the control claim judges that draw)
+            **_control_max_interval(ctrl, ctrl_pct, pct_ok),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             "task_behaviour": behaves,
             "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")

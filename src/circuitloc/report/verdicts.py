@@ -220,17 +220,41 @@ def verdict_class(text: str | None) -> str:
     return "n/a"
 
 
+def verdict_key(text: str | None) -> str:
+    """What a verdict says with its measure and direction, without its family tag and adjustment:
+    'yes', 'no', 'none', 'n/a', 'descriptive', 'partial (top head, more)', 'mixed (top head more,
+    heads-to less)'. Two kinds agree only when their keys are equal: a 'partial' on the top head
+    saying more concentrated and one on heads-to saying less are two different answers."""
+    cls = verdict_class(text)
+    t = (text or "").removeprefix("exploratory: ")
+    way = {"says fewer KV more concentrated": "more", "says fewer KV less concentrated": "less",
+           "says neither": "neither"}
+    if cls == "partial":
+        measure = "heads-to" if t.startswith("partial: heads-to") else "top head"
+        return f"partial ({measure}, {_way(t.partition(' not (')[0], way)})"
+    if cls == "mixed":  # 'top head says ... and heads-to says ...'
+        top, rest = t.partition(" and heads-to ")[::2]
+        return f"mixed (top head {_way(top, way)}, heads-to {_way(rest, way)})"
+    return cls
+
+
+def _way(text: str, way: dict) -> str:
+    """The direction a verdict's phrase names: more, less or neither."""
+    return next((w for k, w in way.items() if k in text), "neither")
+
+
 def across_kinds(out: pl.DataFrame, primary_kinds: tuple) -> pl.DataFrame:
     """Beside each verdict: `verdict_by_kind`, what the same comparison (task, size, KV heads, units)
-    says under each ablation kind of the sweep, and `holds_under`, the kinds whose verdict says the
-    same as the primary kind's ('every kind', or the list, e.g. 'zero only'): a claim that holds under
-    zero ablation only may be an artefact of replacing a head's output with zeros."""
+    says under each ablation kind of the sweep (`verdict_key`: class, measure and direction), and
+    `holds_under`, the kinds whose verdict says the same as the primary kind's, measure and direction
+    included ('every kind', or the list, e.g. 'zero only'): a claim that holds under zero ablation
+    only may be an artefact of replacing a head's output with zeros."""
     key = ["task", "size", "kv_heads", "vs_kv_heads", "unit", "vs_unit"]
     by, holds = [], []
     rows = out.select(key + ["kind", "verdict_all"]).iter_rows(named=True)
     groups: dict = {}
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in key), []).append((r["kind"], verdict_class(r["verdict_all"])))
+        groups.setdefault(tuple(r[k] for k in key), []).append((r["kind"], verdict_key(r["verdict_all"])))
     for r in out.select(key).iter_rows(named=True):
         g = groups[tuple(r[k] for k in key)]
         by.append("; ".join(f"{k}: {c}" for k, c in g))

@@ -45,7 +45,7 @@ def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: 
                 job.min_heldout)
     write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
                                      "non-top units as a control (any layer below six layers, else the middle "
-                                     "third: control_rule)", shown=table2_form(df))
+                                     "third: control_rule; the largest draw with its 95% interval)", shown=table2_form(df))
 
 
 def write_specificity_table(parts: list, out_csv, out_md):
@@ -80,7 +80,8 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
             units = io.read_parquet(e["scores"]).select("unit", "layer", "head")
             panels += [(title, {c: units.join(d, on="unit", how="left", maintain_order="left")
                                 for c, d in conds.items()}) for title, conds in mm]
-    write_table(io.frame(rows), out_csv, out_md, f"Stability — {task}: the same unit scores on two input conditions")
+    write_table(io.frame(rows), out_csv, out_md, f"Stability — {task}: the same unit scores on two input "
+                f"conditions (a_top_freq, b_top_freq: how often a resample of a half picks its top unit)")
     return panels
 
 
