@@ -11,8 +11,8 @@ from scipy.special import ndtr, ndtri
 
 from circuitloc import intervals
 
-# How every interval over prompts is read off its resamples (drops, damage, curve steps, the clean
-# span): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
+# How every interval over prompts is read off its resamples (drops, curve steps' drops, the clean
+# span; the damage by its span's noise: `intervals.damage_bounds`): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
 # mean) under-cover at the prompt counts a run uses: 0.91 at 20 prompts for normal drops, 0.85
 # for skewed ones, where bootstrap-t gives 0.95 and 0.94 (bench/coverage.py measures all three).
 INTERVAL = "studentized"

@@ -75,3 +75,27 @@ def test_drop_intervals_report_the_method_and_the_flag():
         iv = stats.drop_intervals(clean, [clean - 1.5 - 0.2 * rng.normal(size=n)], True, stats.Bootstrap(1000, 0),
                                   floor=0.0)
         assert iv["damage_ci"][0] == "studentized" and bool(iv["damage_ci_undercover"][0]) is flagged
+
+
+def test_table1_says_where_the_damage_interval_may_under_cover():
+    """The top unit's flag reaches Table 1 as "interval may under-cover" (scoring and held-out
+    prompts); an unflagged one reads ""."""
+    import polars as pl
+    from helpers import model_card
+    from test_conditioning import _frames
+
+    from circuitloc.report.tables import table1
+
+    frames = {}
+    for name, flag in (("flagged", True), ("quiet", False)):
+        s, c = _frames(3.0, 2.5)
+        iv = {"drop_lo": pl.col("drop") - 0.1, "drop_hi": pl.col("drop") + 0.1, "damage_lo": pl.col("damage") - 0.05,
+              "damage_hi": pl.col("damage") + 0.05, "damage_ci_undercover": pl.lit(flag)}
+        s = s.with_columns(**iv)
+        c = c.with_columns(**{k: v for k, v in iv.items() if k.startswith("damage")})
+        frames[name] = (s, c)
+    card = model_card(family="f", attention="gqa", n_params=1000)
+    t1 = table1("ioi", {m: card for m in frames}, {m: f[0] for m, f in frames.items()},
+                {m: f[1] for m, f in frames.items()}, 0.8)
+    assert t1["top_head_pct_ci_note"].to_list() == ["interval may under-cover", ""]
+    assert t1["top_head_pct_heldout_ci_note"].to_list() == ["interval may under-cover", ""]
