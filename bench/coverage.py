@@ -1,7 +1,9 @@
 """How often the intervals over prompts cover the truth: synthetic prompts of
 known truth, the same resampling as the score and curve jobs (`stats.bootstrap_weights`), three
 ways to read an interval off the resamples: percentile (what the jobs used to do), BCa and
-studentized (bootstrap-t, what `stats.INTERVAL` now makes them do).
+studentized (bootstrap-t, what `stats.INTERVAL` now makes them do). The damage interval that
+ships (studentized or Fieller's, by the span's noise) is measured case by case by
+bench/coverage_regimes.py.
 
     python bench/coverage.py                    # 1000 datasets per cell, 1000 resamples each
     python bench/coverage.py --reps 300 --n 20  # quicker

@@ -9,8 +9,10 @@ import numpy as np
 # importing scipy.stats, about 0.65 s that every engine and table job would pay
 from scipy.special import ndtr, ndtri
 
-# How every interval over prompts is read off its resamples (drops, damage, curve steps, the clean
-# span): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
+from circuitloc import intervals
+
+# How every interval over prompts is read off its resamples (drops, curve steps' drops, the clean
+# span; the damage by its span's noise: `intervals.damage_bounds`): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
 # mean) under-cover at the prompt counts a run uses: 0.91 at 20 prompts for normal drops, 0.85
 # for skewed ones, where bootstrap-t gives 0.95 and 0.94 (bench/coverage.py measures all three).
 INTERVAL = "studentized"
@@ -134,8 +136,8 @@ def drop_intervals(clean, ablated, higher_is_better: bool, boot: Bootstrap, floo
     for the clean and every ablated run: paired), and how often each unit is the top unit across
     resamples. clean: [N] per-prompt clean metric; ablated: [U, N] per-prompt metric with unit u
     ablated. With `floor` (the metric when the task is gone: a number, or [N] per prompt), also the
-    interval of the damage drop / (clean - floor), a ratio whose numerator and denominator come
-    from the same resample (a fixed denominator would understate its width)."""
+    interval of the damage drop / (clean - floor), numerator and denominator from the same resample,
+    its method chosen by the span's noise (`intervals.damage_bounds`: damage_ci, damage_ci_undercover)."""
     n_boot, seed, ci = boot.n, boot.seed, boot.ci
     clean, ablated = np.asarray(clean, float), np.atleast_2d(np.asarray(ablated, float))
     per_prompt = clean[None, :] - ablated
@@ -148,8 +150,8 @@ def drop_intervals(clean, ablated, higher_is_better: bool, boot: Bootstrap, floo
     out = {"lo": lo, "hi": hi, "top_freq": top}
     if floor is not None:
         span_pp = clean - np.broadcast_to(np.asarray(floor, float), clean.shape)
-        out["damage_lo"], out["damage_hi"] = ratio_intervals(per_prompt, span_pp if higher_is_better else -span_pp,
-                                                             w, ci)
+        lo, hi, method, flag = intervals.damage_bounds(per_prompt, span_pp if higher_is_better else -span_pp, w, ci)
+        out.update(damage_lo=lo, damage_hi=hi, damage_ci=method, damage_ci_undercover=flag)
     return out
 
 

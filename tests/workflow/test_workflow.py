@@ -53,7 +53,7 @@ TOLERANCES = [
 ]
 # columns that must hold exactly although numeric: discrete by construction
 EXACT = r"^(n_\w+|curve_prompts|control_draws|\w*heads_to_80\w*|aligned|baseline_accuracy|\w*coverage|" \
-        r"\w*overlap|mha_models|gqa_models|no_task_behaviour|curve_area_covered|damage_na|damage_note)$"
+        r"\w*overlap|mha_models|gqa_models|no_task_behaviour|curve_area_covered|damage_na|damage_note|\w*ci_note)$"
 
 
 def tolerance(col: str):

@@ -144,7 +144,9 @@ def _intervals(clean_pp, ablated_pp, floor, task, bootstrap: Bootstrap) -> dict:
     """Columns drop_lo/hi, damage_lo/hi (drop / (clean - floor), numerator and denominator from the
     same resample of prompts) and top_freq, the share of resamples in which the unit is the top unit."""
     iv = stats.drop_intervals(clean_pp, ablated_pp, task.higher_is_better, bootstrap, floor=floor)
-    cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]}
+    cols = {"drop_lo": iv["lo"], "drop_hi": iv["hi"], "damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"],
+            # the damage interval's method (by the span's noise) and whether it may under-cover
+            "damage_ci": iv["damage_ci"], "damage_ci_undercover": iv["damage_ci_undercover"]}
     if "top_freq" in iv and len(iv["lo"]) > 1:
         cols["top_freq"] = iv["top_freq"]
     return cols
@@ -179,7 +181,7 @@ def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, pro
     if bootstrap and base.clean_pp is not None:
         iv = _intervals(base.clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
         iv.pop("top_freq", None)
-        rows = [{**r, **{k: float(v[i]) for k, v in iv.items()}} for i, r in enumerate(rows)]
+        rows = [{**r, **{k: v[i].item() for k, v in iv.items()}} for i, r in enumerate(rows)]
     return rows
 
 

@@ -32,6 +32,12 @@ def _top_label(row) -> dict:
     return {TOP_COLUMN[unit_kind(row["unit"])]: row["unit"]}
 
 
+def _ci_note(row) -> str:
+    """`intervals.UNDERCOVER` where the run's damage interval falls in a case the coverage test
+    finds below 0.93 (docs/method.md), else ""."""
+    return "interval may under-cover" if row.get("damage_ci_undercover") else ""
+
+
 def top_head_measure(row) -> tuple[str, str]:
     """(column prefix, prompts) of the top unit's score a comparison should read from a Table 1 row:
     its score on held-out prompts when the curves ran on prompts disjoint from the scoring set
@@ -94,7 +100,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
         if "drop_lo" in s.columns:  # bootstrap intervals over the scoring prompts (a job run with a bootstrap)
             row.update({"top_head_score_lo": float(top["drop_lo"]), "top_head_score_hi": float(top["drop_hi"]),
                         "top_head_pct_lo": 100 * float(top["damage_lo"]), "top_head_pct_hi": 100 * float(top["damage_hi"]),
-                        "top_head_top_freq": float(top.get("top_freq", 1.0))})
+                        "top_head_top_freq": float(top.get("top_freq", 1.0)), "top_head_pct_ci_note": _ci_note(top)})
         if first is not None and first["unit"] == top["unit"]:  # the top unit alone, on the curve prompts
             row["top_head_score_heldout"] = float(metrics.drop(float(c["clean"][0]), float(first[metric]),
                                                                t.higher_is_better))
@@ -102,6 +108,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
             if "damage_lo" in ranked.columns:
                 row["top_head_pct_heldout_lo"] = 100 * float(first["damage_lo"])
                 row["top_head_pct_heldout_hi"] = 100 * float(first["damage_hi"])
+                row["top_head_pct_heldout_ci_note"] = _ci_note(first)
         for extra in (m for m in t.metrics if m != metric):  # facts: the other metrics, clean and under the top unit
             row[f"{extra}_clean"] = float(s[f"{extra}_clean"][0])
             row[f"top_head_{extra}_ablated"] = float(top[f"{extra}_ablated"])

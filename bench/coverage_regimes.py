@@ -1,0 +1,108 @@
+"""Coverage of the damage interval that ships (`intervals.damage_bounds`), case by case: per-prompt
+noise normal, skewed or heavy-tailed; span (clean - floor) CV 0.25, 1, 2, 3; 10, 20 and 60 prompts;
+the shipped 1,000 resamples. docs/method.md quotes this table verbatim and
+tests/unit/test_coverage.py checks that it still equals what this code computes.
+
+    python bench/coverage_regimes.py           # print the table
+    python bench/coverage_regimes.py --write   # and replace it in docs/method.md
+
+Each synthetic run: span_i = 1 + CV e1_i, drop_i = 0.4 span_i + 0.25 e2_i over N prompts (e1, e2
+independent draws of the case's noise, mean 0, variance 1), so the true damage is 0.4. A run
+counts only where the conditioning rule admits it (the span's interval, `stats.span_interval`, lies
+above 0), as the tables do; coverage is the share of admitted runs whose interval holds 0.4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from coverage import noise  # noqa: E402  (after the path insert)
+
+from circuitloc import intervals, stats  # noqa: E402
+
+DISTS = ("normal", "skewed", "heavy")
+CVS = (0.25, 1.0, 2.0, 3.0)
+PROMPTS = (10, 20, 60)
+TRUTH, DROP_NOISE = 0.4, 0.25
+REPS, CHUNKS, N_BOOT, SEED = 2000, 4, 1000, 47  # 4 chunks of 500 runs, each chunk its own resamples
+LEVEL = 0.93
+DOC = ROOT / "docs" / "method.md"
+START, END = "<!-- coverage-table:start -->", "<!-- coverage-table:end -->"
+
+
+def case(dist: str, cv: float, n: int, reps: int = REPS, n_boot: int = N_BOOT) -> dict:
+    """Coverage of one case and how its admitted runs were read (Fieller, unbounded, flagged)."""
+    rng = np.random.default_rng([SEED, DISTS.index(dist), int(4 * cv), n])
+    hit, adm, fieller, unbounded, flagged = [], [], [], [], []
+    for _ in range(CHUNKS):
+        m = reps // CHUNKS
+        s = 1.0 + cv * noise(rng, dist, (m, n))
+        d = TRUTH * s + DROP_NOISE * noise(rng, dist, (m, n))
+        w = stats.bootstrap_weights(n, n_boot, int(rng.integers(2 ** 31)))
+        ok = stats.mean_intervals(s, w)[0] > 0  # the conditioning rule
+        lo, hi, method, flag = intervals.damage_bounds(d, s, w)
+        hit.append(((lo <= TRUTH) & (TRUTH <= hi))[ok])
+        adm.append(ok)
+        fieller.append((method == "fieller")[ok])
+        unbounded.append(~np.isfinite(hi[ok]))
+        flagged.append(flag[ok])
+    hit, k = np.concatenate(hit), int(np.concatenate(adm).sum())
+    cov = float(hit.mean()) if k else float("nan")
+    return {"dist": dist, "cv": cv, "n": n, "admitted": k / reps, "coverage": cov,
+            "se": float(np.sqrt(LEVEL * (1 - LEVEL) / max(k, 1))),
+            "fieller": float(np.concatenate(fieller).mean()), "unbounded": float(np.concatenate(unbounded).mean()),
+            "flagged": float(np.concatenate(flagged).mean())}
+
+
+def status(r: dict) -> str:
+    """How docs/method.md names the case: covered at the level, or where the interval may under-cover."""
+    if r["coverage"] >= LEVEL:
+        return "covered"
+    return "may under-cover" + (" (n < 20)" if r["n"] < intervals.MIN_PROMPTS else "")
+
+
+def rows(reps: int = REPS) -> list[dict]:
+    return [case(d, cv, n, reps) for d in DISTS for cv in CVS for n in PROMPTS]
+
+
+def table(results: list[dict]) -> str:
+    """The markdown table docs/method.md quotes."""
+    head = ("| noise | span CV | prompts | admitted | Fieller | unbounded | flagged | coverage | case |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    body = "".join(f"| {r['dist']} | {r['cv']:g} | {r['n']} | {r['admitted']:.2f} | {r['fieller']:.2f} | "
+                   f"{r['unbounded']:.2f} | {r['flagged']:.2f} | {r['coverage']:.3f} | {status(r)} |\n"
+                   for r in results)
+    return head + body
+
+
+def doc_table(text: str) -> str:
+    """The table between the markers in docs/method.md."""
+    m = re.search(re.escape(START) + r"\n(.*?)" + re.escape(END), text, re.S)
+    if not m:
+        raise ValueError(f"{DOC}: no coverage table between {START} and {END}")
+    return m.group(1)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--write", action="store_true", help="replace the table in docs/method.md")
+    a = p.parse_args(argv)
+    t = table(rows())
+    print(t, end="")
+    if a.write:
+        text = DOC.read_text()
+        doc_table(text)
+        DOC.write_text(text.replace(START + "\n" + doc_table(text) + END, START + "\n" + t + END))
+
+
+if __name__ == "__main__":
+    main()
