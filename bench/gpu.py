@@ -74,6 +74,7 @@ def measure(name: str, shape: tuple, args) -> list[dict]:
     import torch
 
     from circuitloc.engine.bridge import naive_run
+    from circuitloc.engine.layout import decoder_layers
     from circuitloc.engine.scan import Scanner
     from circuitloc.models.load import bridge_over, load_tokenizer
     from circuitloc.prompts import Prompts
@@ -93,8 +94,7 @@ def measure(name: str, shape: tuple, args) -> list[dict]:
             "s_id": torch.randint(4, vocab, (args.prompts,), generator=g)})
         layers = sorted({0, L // 2, L - 1}) if args.scan_layers is None else args.scan_layers
         sets = [{}] + [{layer: [h]} for layer in layers for h in range(H)]
-        per_fwd = forward_flops(model.base_model.layers if hasattr(model.base_model, "layers")
-                                else model.base_model.layers, model.config, args.prompts, args.width)
+        per_fwd = forward_flops(decoder_layers(model.base_model), model.config, args.prompts, args.width)
         out = []
         for mode in ("engine", "naive"):
             if args.device.startswith("cuda"):

@@ -59,18 +59,43 @@ def load_model(card, device: str):
     return load_engine(card, device)
 
 
+def fill_random(model, std: float = 0.02, pool_size: int = 1 << 22) -> None:
+    """Random weights at memory-copy speed: every matrix is filled from one pool of normal draws
+    (std `std`, Hugging Face's initializer range) at shifting offsets; biases 0, norm weights 1.
+    Drawing 7 billion normals on a shared CPU takes many minutes; the scores of a random model mean
+    nothing anyway, only its shapes and costs do."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    pool = (torch.randn(pool_size, generator=g) * std).to(torch.bfloat16)
+    offset = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() < 2:
+                p.fill_(0.0 if name.endswith("bias") else 1.0)
+                continue
+            flat = p.view(-1)
+            for start in range(0, flat.numel(), pool_size):
+                n = min(pool_size, flat.numel() - start)
+                offset = (offset + 7919) % (pool_size - n + 1) if pool_size > n else 0
+                flat[start:start + n].copy_(pool[offset:offset + n])
+
+
 def step_init(args) -> dict:
     """A random model of the shape, built in bfloat16 (default dtype switched before any parameter
-    exists, so no float32 copy is ever made), saved with the tokenizer's files."""
+    exists, and Hugging Face's own initialisation skipped, so no float32 copy is ever made), filled
+    by `fill_random` and saved with the tokenizer's files."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
 
     kind, kw, _ = SHAPES[args.shape]
     kw = dict(kw, num_hidden_layers=args.layers or kw["num_hidden_layers"])
-    torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw), dtype=torch.bfloat16)
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw), dtype=torch.bfloat16)
+    fill_random(model)
     t_init = time.perf_counter() - t0
     n_params = sum(p.numel() for p in model.parameters())
     dtypes = sorted({str(p.dtype) for p in model.parameters()})
@@ -112,6 +137,9 @@ def step_score(args) -> dict:
     t0 = time.perf_counter()
     model, tok = load_model(card, "cpu")
     t_load, rss_load = time.perf_counter() - t0, vm_hwm_mib()
+    if args.no_forward:
+        return {"step": "load", "load_seconds": t_load, "dtype": str(next(model.parameters()).dtype),
+                "peak_mib": rss_load}
     df, _ = build(generate(200, 0), tok, card.prepend_bos, args.prompts, args.prompts, 0)
     prompts = to_prompts(df, TASKS["ioi"], pad_id(tok))
     sc = scanner_for(card, (model, tok), args.batch_tokens, "cpu")
@@ -174,6 +202,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--work", default="/tmp/circuitloc-rehearsal", help="scratch directory, removed at the end")
+    ap.add_argument("--no-forward", action="store_true",
+                    help="stop after loading: the memory of every step without the forward passes, which "
+                    "take hours in bfloat16 on a CPU without bfloat16 instructions (score a --layers run instead)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--out", help="write the steps' records here as JSON")
     args = ap.parse_args(argv)
@@ -193,8 +224,10 @@ def main(argv=None):
     peak = max(r["peak_mib"] for r in records)
     s = records[-1]
     print(f"{args.shape}: peak host memory {peak / 1024:.1f} GiB (steps: "
-          + ", ".join(f"{r['step']} {r['peak_mib'] / 1024:.1f}" for r in records)
-          + f"); {s['seconds_per_forward']:.1f} s per forward-pass equivalent over {s['prompts']} tokens "
+          + ", ".join(f"{r['step']} {r['peak_mib'] / 1024:.1f}" for r in records) + ")")
+    if args.no_forward:
+        return
+    print(f"{s['seconds_per_forward']:.1f} s per forward-pass equivalent over {s['prompts']} tokens "
           f"({s['flops_per_forward'] / s['seconds_per_forward'] / 1e9:.2f} GFLOP/s); self-check {s['self_check_errors']}")
 
 
