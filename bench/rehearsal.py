@@ -44,10 +44,11 @@ SHAPES = {
 }
 
 
-def vm_hwm_mib() -> float:
-    """This process's peak resident memory so far (VmHWM of /proc/self/status), in MiB."""
+def vm_hwm_mib(field: str = "VmHWM") -> float:
+    """This process's peak resident memory so far (VmHWM of /proc/self/status), in MiB; or another
+    field of it (RssAnon: memory of its own, RssFile: pages of files it maps, such as safetensors)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -137,15 +138,21 @@ def step_score(args) -> dict:
     t0 = time.perf_counter()
     model, tok = load_model(card, "cpu")
     t_load, rss_load = time.perf_counter() - t0, vm_hwm_mib()
-    if args.no_forward:
+    if args.no_forward:  # a forward reads every weight: touch them all, so mapped pages count too
+        with torch.no_grad():
+            for p in model.parameters():
+                p.view(-1)[:: max(1, 2048)].sum()  # one element per 4 KiB page
         return {"step": "load", "load_seconds": t_load, "dtype": str(next(model.parameters()).dtype),
-                "peak_mib": rss_load}
+                "peak_after_load_mib": rss_load, "rss_anon_mib": vm_hwm_mib("RssAnon"),
+                "rss_file_mib": vm_hwm_mib("RssFile"), "peak_mib": vm_hwm_mib()}
     df, _ = build(generate(200, 0), tok, card.prepend_bos, args.prompts, args.prompts, 0)
     prompts = to_prompts(df, TASKS["ioi"], pad_id(tok))
     sc = scanner_for(card, (model, tok), args.batch_tokens, "cpu")
     t1 = time.perf_counter()
     errors = sc.self_check(prompts)
     t_check = time.perf_counter() - t1
+    print(json.dumps({"step": "self-check (interim)", "load_seconds": t_load, "self_check_seconds": t_check,
+                      "self_check_errors": errors, "peak_mib": vm_hwm_mib()}), flush=True)
     layer = args.layer % card.n_layers
     sets = [{}] + [{layer: [h]} for h in range(card.n_heads)]
     sc.forward_passes = 0.0
@@ -158,7 +165,8 @@ def step_score(args) -> dict:
             "scores_seconds": t_scores, "forward_passes": sc.forward_passes,
             "seconds_per_forward": t_scores / max(sc.forward_passes, 1e-9), "flops_per_forward": flops,
             "prompts": list(prompts.input_ids.shape), "drops": (vals[0] - vals[1:]).tolist(),
-            "dtype": str(next(model.parameters()).dtype), "threads": args.threads, "peak_mib": vm_hwm_mib()}
+            "dtype": str(next(model.parameters()).dtype), "threads": args.threads, "rss_anon_mib": vm_hwm_mib("RssAnon"),
+            "rss_file_mib": vm_hwm_mib("RssFile"), "peak_mib": vm_hwm_mib()}
 
 
 STEPS = {"init": step_init, "stage": step_model_stage, "score": step_score}
