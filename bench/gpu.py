@@ -109,6 +109,7 @@ def measure(name: str, shape: tuple, args) -> list[dict]:
                 vals = sc.run(prompts, sets, {"ld": metric})["ld"].float().mean(1)
                 _sync(args.device)
                 passes = sc.forward_passes
+                del sc  # its caches must not count in the naive loop's peak memory
             else:
                 card = SimpleNamespace(path=scratch, dtype=args.dtype)
                 bridge = bridge_over(card, model, load_tokenizer(scratch), args.device)
