@@ -8,7 +8,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from circuitloc.engine.select import engine_of
 from circuitloc.modelcard import ModelCard
+from circuitloc.models.build import build_model
+from circuitloc.models.load import load_engine
 from circuitloc.plan import paths
 
 
@@ -28,8 +31,6 @@ class Model:
     def loaded(self) -> tuple:
         """(the Hugging Face model, its tokenizer), loaded on first use (`models.load.load_engine`)."""
         if self._loaded is None:
-            from circuitloc.models.load import load_engine
-
             self._loaded = load_engine(self.card, self.device)
         return self._loaded
 
@@ -62,9 +63,6 @@ def build(name: str, spec: dict, workdir) -> ModelCard:
     card_path = Path(workdir) / paths.CARD.format(model=name)
     if card_path.is_file():
         return ModelCard.read(card_path)
-    from circuitloc.engine.select import engine_of
-    from circuitloc.models.build import build_model
-
     weights = Path(workdir) / paths.WEIGHTS.format(model=name)
     return build_model(name, spec, str(card_path), str(weights), engine_of)
 

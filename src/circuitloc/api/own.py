@@ -8,6 +8,7 @@ import polars as pl
 
 from circuitloc.api.model import Model
 from circuitloc.api.run import TaskData
+from circuitloc.tasks.common import encode, mark_scoring
 
 
 def _token(tok, answer, what: str) -> int:
@@ -25,8 +26,6 @@ def own_prompts(model: Model, texts, answers, wrong, n_score: int | None = None,
     first `n_score` prompts (default: half) rank the units, the rest are held out for the curves.
     `groups`: a label per prompt; prompts of one label are built alike (same template: positions line
     up), which mean and resample ablations use."""
-    from circuitloc.tasks.common import encode, mark_scoring
-
     if not (len(texts) == len(answers) == len(wrong)) or not texts:
         raise ValueError(f"own_prompts: {len(texts)} texts, {len(answers)} answers, {len(wrong)} wrong answers: "
                          "give one answer and one wrong answer per text")

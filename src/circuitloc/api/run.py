@@ -15,8 +15,15 @@ from pathlib import Path
 
 import polars as pl
 
+from circuitloc import io, metrics
 from circuitloc.api.model import Model, build, load_model
+from circuitloc.engine.datasets import build_dataset
+from circuitloc.engine.job import AblationJob
+from circuitloc.engine.pipeline import curve, for_each_ablation, score
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
 from circuitloc.plan import views
+from circuitloc.plan.workflow_config import layered, provenance, resolve
+from circuitloc.report.tables import table1
 
 # the checkout: the embedded default config, the schema and the shipped resources
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,8 +47,6 @@ class Run:
     not name gets the run-wide settings. `workdir`: where built models go."""
 
     def __init__(self, *configfiles, workdir=".circuitloc", **overrides):
-        from circuitloc.plan.workflow_config import layered, provenance, resolve
-
         layers = (ROOT, {}, [str(f) for f in configfiles], overrides or None)
         self.config = resolve(layered(*layers), ROOT, provenance(*layers))
         self.workdir = Path(workdir)
@@ -64,8 +69,6 @@ class Run:
     def settings(self, model: Model, task: str, curves: bool = False):
         """The job record (`engine.settings.JobSettings`) a score (or, `curves`, curve) job of this
         model and task gets from its rule."""
-        from circuitloc.engine.settings import JobSettings
-
         cfg = self._view(model)
         params = {"opts": views.ablation_opts(cfg, model.name), "bootstrap": views.bootstrap_opts(cfg),
                   "batch_tokens": cfg["max_batch_tokens"], "device": model.device, "seed": cfg["seed"],
@@ -78,9 +81,6 @@ class Run:
         """The task's prompts for the model, built by the task's dataset builder with the config's
         settings for it (`settings` on top: `n=40`, `n_score=10`, `source={"kind": "fahamu", "path":
         ...}` for IOI from a fahamu parquet, ...)."""
-        from circuitloc import io
-        from circuitloc.engine.datasets import build_dataset
-
         cfg = {**views.dataset_config(self._view(model), task, model.name), **settings}
         with tempfile.TemporaryDirectory() as d:
             build_dataset(self.settings(model, task), cfg, None, f"{d}/data.parquet", f"{d}/filter.json",
@@ -92,10 +92,6 @@ class Run:
         fall as a share of clean - floor; intervals with a bootstrap), best first. `ablation`:
         kind-unit, kind zero, mean or resample, unit query, kv or layer. The engine's self-check
         (engine against a plain forward of the model) runs first and raises on a mismatch."""
-        from circuitloc import io, metrics
-        from circuitloc.engine.pipeline import for_each_ablation, score
-        from circuitloc.engine.settings import ScoreFiles
-
         with tempfile.TemporaryDirectory() as d:
             out = ScoreFiles(f"{d}/scores.parquet", f"{d}/prompts.parquet")
             for_each_ablation(score, self.settings(model, data.task), data.rows, {ablation: out},
@@ -107,10 +103,6 @@ class Run:
         """The curves on the held-out prompts: `method` ranked (units ablated cumulatively in the
         order of `scores`), greedy (the most damaging next unit, chosen on the scoring prompts) and
         sufficiency; `damage` per `step`. `with_control`: (curves, the random-unit control's frame)."""
-        from circuitloc import io
-        from circuitloc.engine.pipeline import curve, for_each_ablation
-        from circuitloc.engine.settings import CurveFiles
-
         with tempfile.TemporaryDirectory() as d:
             io.write_parquet(scores, f"{d}/scores.parquet")
             out = CurveFiles(f"{d}/scores.parquet", f"{d}/curve.parquet", f"{d}/control.parquet")
@@ -123,8 +115,6 @@ class Run:
         """Table 1's row of the model (`report.tables.table1`): top unit (`top_head`, `top_kv_group` or
         `top_layer`) and its `top_head_score` / `top_head_pct`, `heads_to_80` (ranked) and
         `heads_to_80_greedy` at the config's threshold, curve area, CPR and CMD, ..."""
-        from circuitloc.report.tables import table1
-
         threshold = float(self.config["curves"]["threshold"])
         return table1(data.task, {model.name: model.card}, {model.name: scores}, {model.name: curves}, threshold,
                       views.min_heldout(self.config, data.task))
@@ -132,8 +122,6 @@ class Run:
     def self_check(self, model: Model, data: TaskData, ablation: str = "zero-query") -> dict:
         """The engine's self-check on a few of the prompts: {what: max |engine - plain forward|};
         raises `errors.EngineMismatchError` past the dtype's tolerance."""
-        from circuitloc.engine.job import AblationJob
-
         aj = AblationJob(self.settings(model, data.task), data.rows, ablation, loaded=model.loaded(),
                          self_check=False)
         return aj.scanner.self_check(aj.prompts)

@@ -14,6 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from circuitloc.errors import ConfigError
 from circuitloc.plan import builtin_tasks
 
 MIRROR = Path(".snakemake") / "circuitloc" / "source"
@@ -58,7 +59,6 @@ class Checkout:
                 with self._cache.open(source, "rb") as f:
                     data = f.read()
             except Exception as e:  # noqa: BLE001  (any fetch failure: one line naming the URL)
-                from circuitloc.errors import ConfigError
                 raise ConfigError(f"workflow source: cannot fetch {source.get_path_or_uri(secret_free=True)}: {e}") from None
             Path(local).parent.mkdir(parents=True, exist_ok=True)
             if not os.path.exists(local) or Path(local).read_bytes() != data:
