@@ -1,7 +1,11 @@
 """circuitloc: how concentrated are the attention-head circuits of language models?
 
 The Python API (docs/api.md) is imported on first use (`circuitloc.Run`, ...): `import circuitloc`
-itself loads no torch, polars or engine, so the workflow's plan stays light."""
+itself loads no torch, polars or engine, so the workflow's plan stays light. It is imported by name
+(importlib), so the code hash of a job (plan.codehash, which follows import statements) does not take
+in the API and every module it imports."""
+
+import importlib
 
 __version__ = "0.1.0"
 
@@ -11,7 +15,5 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name):
     if name in _API:
-        from circuitloc import api
-
-        return getattr(api, name)
+        return getattr(importlib.import_module("circuitloc.api"), name)
     raise AttributeError(f"module 'circuitloc' has no attribute {name!r}")
