@@ -9,10 +9,16 @@ min_version("9.0")
 
 
 # The checkout holding this Snakefile: not the working directory (--directory), nor the caller's
-# directory when the workflow is used as a module.
-ROOT = workflow.current_basedir.get_path_or_uri(secret_free=True)
-sys.path.insert(0, os.path.join(ROOT, "src"))
-from circuitloc.errors import ConfigError  # noqa: E402  (no heavy imports)
+# directory when the workflow is used as a module. A Snakefile read from a URL has no local checkout:
+# the files the plan reads are fetched from beside it into a local mirror (circuitloc.plan.source),
+# and circuitloc must be installed.
+if workflow.current_basedir.is_local:
+    sys.path.insert(0, os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "src"))
+from circuitloc.plan.source import Checkout  # noqa: E402  (no heavy imports)
+
+CHECKOUT = Checkout(workflow)
+ROOT = CHECKOUT.root
+from circuitloc.errors import ConfigError  # noqa: E402
 from circuitloc.plan.workflow_config import prepare  # noqa: E402
 
 # The embedded default always loads; every --configfile, then --config k=v, merges onto it

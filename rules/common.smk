@@ -22,6 +22,7 @@ DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 # Code is a rerun trigger: each script rule has `code=code_version("<script>")` among its params
 # (circuitloc.plan.codehash), so a change to the code a job runs reruns it and what follows.
 def code_version(script):
+    CHECKOUT.fetch(f"workflow/scripts/{script}")  # a remote Snakefile's script: hashed from its fetched text
     return inputs.code_version(ROOT, script)
 
 

@@ -129,3 +129,35 @@ def test_a_size_error_names_the_key_the_user_wrote_not_a_models_default_override
     with pytest.raises(ConfigError) as e:
         resolve(layered(ROOT, {}, [], {"tasks": {"ioi": {"n": 10, "n_score": 20}}}), ROOT)
     assert str(e.value) == "config: tasks.ioi.n_score = 20 is more than tasks.ioi.n = 10: a task cannot score more prompts than it has"
+
+
+@pytest.mark.parametrize("n, relation, why", [
+    (10, "is less than", "a task cannot score more prompts than it has"),
+    (60, "equals", "with curves.prompts heldout no prompt is left for the curves"),
+])
+def test_a_size_error_from_n_alone_names_n_and_where_the_conflicting_n_score_comes_from(n, relation, why):
+    # the user writes only n (with a run-wide n_score that fits it); the embedded default's toy_mha
+    # overrides ioi.n_score (60): the error names the n the user wrote and says whose n_score it meets
+    from circuitloc.errors import ConfigError
+    from circuitloc.plan.workflow_config import layered, provenance, resolve
+    from workflow_helpers import ROOT
+
+    layers = (ROOT, {}, [], {"tasks": {"ioi": {"n": n, "n_score": 5}}})
+    with pytest.raises(ConfigError) as e:
+        resolve(layered(*layers), ROOT, provenance(*layers))
+    assert str(e.value) == (
+        f"config: tasks.ioi.n = {n} {relation} models.toy_mha.tasks.ioi.n_score = 60, the default config's "
+        f"override of n_score for toy_mha (config/config.yaml): {why} (raise n, or set models.toy_mha.tasks.ioi.n_score)")
+
+
+def test_a_size_error_from_n_alone_against_the_default_run_wide_n_score_says_so():
+    from circuitloc.errors import ConfigError
+    from circuitloc.plan.workflow_config import layered, provenance, resolve
+    from workflow_helpers import ROOT
+
+    layers = (ROOT, {}, [], {"tasks": {"ioi": {"n": 10}}})
+    with pytest.raises(ConfigError) as e:
+        resolve(layered(*layers), ROOT, provenance(*layers))
+    assert str(e.value) == (
+        "config: tasks.ioi.n = 10 is less than tasks.ioi.n_score = 20, the default config's value "
+        "(config/config.yaml): a task cannot score more prompts than it has (raise n, or set tasks.ioi.n_score)")

@@ -83,3 +83,15 @@ def test_a_run_config_with_its_own_models_runs_the_tasks_it_names_only(tmp_path)
     assert list(_resolve({"tasks": {"facts": {"metric": "accuracy"}}})["tasks"]) == ["ioi", "induction", "facts"]
     models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
     assert list(_resolve({"models": models, "tasks": {"facts": None}})["tasks"]) == ["ioi", "induction"]
+
+
+def test_a_size_error_through_snakemake_names_the_n_the_user_wrote(tmp_path):
+    # only n written: the conflicting n_score is the embedded default's override for toy_mha
+    cfg = tmp_path / "small_n.yaml"
+    cfg.write_text("tasks:\n  ioi: {n: 10, n_score: 5}\n")
+    p = smk("-n", "--configfile", str(cfg), check=False)
+    assert p.returncode != 0
+    out = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("config:")]
+    assert out == ["config: tasks.ioi.n = 10 is less than models.toy_mha.tasks.ioi.n_score = 60, the default "
+                   "config's override of n_score for toy_mha (config/config.yaml): a task cannot score more prompts "
+                   "than it has (raise n, or set models.toy_mha.tasks.ioi.n_score)"]

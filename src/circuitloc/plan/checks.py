@@ -4,6 +4,9 @@ scoring prompts leave room for the rest."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
 
@@ -92,10 +95,52 @@ def _size_keys(config: dict, task: str, model: str):
     return pick("n_score"), pick("n")
 
 
-def check_sizes(config: dict) -> None:
+def _leaves(layer, prefix: str = "") -> set[str]:
+    """The dotted key of every value a config layer writes (a mapping's own keys included)."""
+    out = set()
+    for key, value in (layer or {}).items() if isinstance(layer, dict) else ():
+        out.add(f"{prefix}{key}")
+        if isinstance(value, dict):
+            out |= _leaves(value, f"{prefix}{key}.")
+    return out
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which keys of a run's config the user wrote (its --configfile and --config layers) and which
+    the embedded default config wrote: an error blames a key the user wrote and says where the value
+    it conflicts with comes from."""
+
+    written: frozenset = frozenset()
+    default: frozenset = frozenset()
+
+    @classmethod
+    def of(cls, default: dict, layers) -> Provenance:
+        written = set()
+        for layer in layers:
+            written |= _leaves(layer)
+        return cls(frozenset(written), frozenset(_leaves(default)))
+
+    def blames(self, key: str, other: str) -> bool:
+        """`key` is the one to blame rather than `other`: the user wrote it and not `other`."""
+        return key in self.written and other not in self.written
+
+    def origin(self, key: str) -> str:
+        """Where a value the user did not write comes from."""
+        if key not in self.default:
+            return "the schema's default"
+        m = re.fullmatch(r"models\.(.+)\.tasks\.(\w+)\.(\w+)", key)
+        if m:
+            return f"the default config's override of {m[3]} for {m[1]} (config/config.yaml)"
+        return "the default config's value (config/config.yaml)"
+
+
+def check_sizes(config: dict, provenance: Provenance | None = None) -> None:
     """A task's scoring prompts are fewer than its prompts: `n_score` above `n` can never be met,
     and `n_score` equal to `n` leaves no held-out prompt for the curves when curves.prompts is
-    heldout (the paper's `all` scores and draws curves on the same prompts)."""
+    heldout (the paper's `all` scores and draws curves on the same prompts). The error names the
+    key the user wrote (`provenance`) and where the other value comes from."""
+    provenance = provenance or Provenance()
     for task in config["tasks"]:
         for model in (None, *config["models"]):  # None: the run-wide values, which the user may have written
             spec = config["models"].get(model) or {}
@@ -105,12 +150,19 @@ def check_sizes(config: dict) -> None:
             if n is None or n_score is None:
                 continue
             prompts = {**config["curves"], **spec.get("curves", {})}.get("prompts")
+            if n_score < n or (n_score == n and prompts != "heldout"):
+                continue
+            if provenance.blames(n_key, score_key):
+                relation = "is less than" if n_score > n else "equals"
+                why = ("a task cannot score more prompts than it has" if n_score > n else
+                       "with curves.prompts heldout no prompt is left for the curves")
+                raise ConfigError(f"config: {n_key} = {n} {relation} {score_key} = {n_score}, "
+                                  f"{provenance.origin(score_key)}: {why} (raise n, or set {score_key})")
             if n_score > n:
                 raise ConfigError(f"config: {score_key} = {n_score} is more than {n_key} = {n}: a task cannot "
                                   f"score more prompts than it has")
-            if n_score == n and prompts == "heldout":
-                raise ConfigError(f"config: {score_key} = {n_score} equals {n_key} = {n}: with curves.prompts "
-                                  f"heldout no prompt is left for the curves (lower n_score, or raise n)")
+            raise ConfigError(f"config: {score_key} = {n_score} equals {n_key} = {n}: with curves.prompts "
+                              f"heldout no prompt is left for the curves (lower n_score, or raise n)")
 
 
 def check_sweep_primary(config: dict) -> None:

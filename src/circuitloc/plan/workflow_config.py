@@ -11,6 +11,7 @@ from pathlib import Path
 from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
 from circuitloc.plan.checks import (
+    Provenance,
     check_run_wide_task_keys,
     check_sizes,
     check_sweep_primary,
@@ -21,6 +22,7 @@ from circuitloc.plan.checks import (
 )
 from circuitloc.plan.configload import (
     check_unknown_keys,
+    cli_values,
     effective_config,
     load_layer,
     load_schema,
@@ -95,9 +97,17 @@ def check_kinds(cfg: dict) -> None:
                                   f"{', '.join(known)} (a kind of your own: its module in task_modules)")
 
 
-def resolve(cfg: dict, root) -> dict:
+def provenance(root, given: dict, configfiles=(), overrides=None, as_module=False) -> Provenance:
+    """Which keys the run's own layers (those `layered` puts on the embedded default) write."""
+    layers = [dict(given)] if as_module else [load_layer(p) for p in configfiles or ()]
+    if overrides and not as_module:
+        layers.append(cli_values(dict(overrides)))
+    return Provenance.of(load_layer(Path(root) / DEFAULT), layers)
+
+
+def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
-    filled in, the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
+    filled in (`written`: which keys the user wrote, for the errors), the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
     (`models.<m>.tasks.<name>: null`) kept as nulls for plan.views, the sweep's toys among its
     models and the task modules it names registered."""
     schema = load_schema(Path(root) / SCHEMA)
@@ -117,7 +127,7 @@ def resolve(cfg: dict, root) -> dict:
     # `hf:` as from_pretrained reads it: a local directory that does not exist is a plan-time error
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
-    check_sizes(cfg)
+    check_sizes(cfg, written)  # blaming the key the user wrote
     check_sweep_primary(cfg)
     check_group_stages(cfg)
     check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read
@@ -135,8 +145,9 @@ def as_layer(config: dict, root) -> dict:
 def prepare(config: dict, workflow, root) -> dict:
     """Replace `config` (Snakemake's, in place) by the run's resolved config, and tell the jobs which
     task modules to load (they inherit the environment). `root`: the checkout holding the Snakefile."""
-    cfg = resolve(layered(root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
-                          as_module=not workflow.modifier.is_main_snakefile()), root)
+    layers = (root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
+              not workflow.modifier.is_main_snakefile())
+    cfg = resolve(layered(*layers), root, provenance(*layers))
     config.clear()
     config.update(cfg)
     os.environ[registry.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))

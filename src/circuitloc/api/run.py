@@ -1,0 +1,128 @@
+"""The workflow's stages from Python: a run config's settings (`Run`), and with them a task's
+prompts, per-unit scores, ranked and greedy curves and Table 1's row for a model, as polars frames.
+
+Every number comes from the function the workflow's job calls (`engine.datasets.build_dataset`,
+`engine.pipeline.score` and `curve` through `for_each_ablation`, `report.tables.table1`), with the
+settings the plan gives that job (`plan.views`), so a frame here equals the file a run writes for
+the same model, prompts and config. The jobs write files; here they write to a temporary folder
+that is read back and removed."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from circuitloc import io, metrics
+from circuitloc.api.model import Model, build, load_model
+from circuitloc.engine.datasets import build_dataset
+from circuitloc.engine.job import AblationJob
+from circuitloc.engine.pipeline import curve, for_each_ablation, score
+from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
+from circuitloc.plan import views
+from circuitloc.plan.workflow_config import layered, provenance, resolve
+from circuitloc.report.tables import table1
+
+# the checkout: the embedded default config, the schema and the shipped resources
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A task's prompts for one model: `task` (ioi, induction, facts or a task of your own), `rows`
+    (the dataset: `input_ids`, `score` (true: a scoring prompt, which ranks the units; the others are
+    held out for the curves) and the fields the task's metric reads), `model` (the model's name)."""
+
+    task: str
+    rows: pl.DataFrame
+    model: str
+
+
+class Run:
+    """A run config's settings, resolved as a run resolves them (the embedded default, then each
+    config file, then `overrides` as `--config` would give them): seeds, bootstrap, ablation
+    `min_group`, curve settings, each task's dataset settings and metric. A model the config does
+    not name gets the run-wide settings. `workdir`: where built models go."""
+
+    def __init__(self, *configfiles, workdir=".circuitloc", **overrides):
+        layers = (ROOT, {}, [str(f) for f in configfiles], overrides or None)
+        self.config = resolve(layered(*layers), ROOT, provenance(*layers))
+        self.workdir = Path(workdir)
+
+    # ---- models ----------------------------------------------------------------------------------
+    def model(self, source, name: str | None = None) -> Model:
+        """A model of the config by its name (built as the run builds it), or any source
+        `load_model` takes (a hub id, a directory, a .gguf, a config block, a card)."""
+        device = self.config["device"]
+        if isinstance(source, str) and source in self.config["models"]:
+            return Model(build(source, views.model_build_spec(self.config, source), self.workdir), device)
+        return load_model(source, name, device, self.workdir)
+
+    def _view(self, model: Model) -> dict:
+        """The config with the model among its models (the run-wide settings for one it does not name)."""
+        if model.name in self.config["models"]:
+            return self.config
+        return {**self.config, "models": {**self.config["models"], model.name: {"source": model.card.source}}}
+
+    def settings(self, model: Model, task: str, curves: bool = False):
+        """The job record (`engine.settings.JobSettings`) a score (or, `curves`, curve) job of this
+        model and task gets from its rule."""
+        cfg = self._view(model)
+        params = {"opts": views.ablation_opts(cfg, model.name), "bootstrap": views.bootstrap_opts(cfg),
+                  "batch_tokens": cfg["max_batch_tokens"], "device": model.device, "seed": cfg["seed"],
+                  "metric": views.task_metric(cfg, task)}
+        return JobSettings.from_params(params, model.card, task=task,
+                                       curves=views.curve_config(cfg, task, model.name) if curves else None)
+
+    # ---- stages ----------------------------------------------------------------------------------
+    def prompts(self, model: Model, task: str, **settings) -> TaskData:
+        """The task's prompts for the model, built by the task's dataset builder with the config's
+        settings for it (`settings` on top: `n=40`, `n_score=10`, `source={"kind": "fahamu", "path":
+        ...}` for IOI from a fahamu parquet, ...)."""
+        cfg = {**views.dataset_config(self._view(model), task, model.name), **settings}
+        with tempfile.TemporaryDirectory() as d:
+            build_dataset(self.settings(model, task), cfg, None, f"{d}/data.parquet", f"{d}/filter.json",
+                          loaded=model._loaded)
+            return TaskData(task, io.read_parquet(f"{d}/data.parquet"), model.name)
+
+    def scores(self, model: Model, data: TaskData, ablation: str = "zero-query") -> pl.DataFrame:
+        """One row per unit (`drop`: the metric's fall when the unit alone is ablated; `damage`: that
+        fall as a share of clean - floor; intervals with a bootstrap), best first. `ablation`:
+        kind-unit, kind zero, mean or resample, unit query, kv or layer. The engine's self-check
+        (engine against a plain forward of the model) runs first and raises on a mismatch."""
+        with tempfile.TemporaryDirectory() as d:
+            out = ScoreFiles(f"{d}/scores.parquet", f"{d}/prompts.parquet")
+            for_each_ablation(score, self.settings(model, data.task), data.rows, {ablation: out},
+                              loaded=model.loaded())
+            return metrics.rank(io.read_parquet(out.scores))
+
+    def curves(self, model: Model, data: TaskData, ablation: str, scores: pl.DataFrame,
+               with_control: bool = False):
+        """The curves on the held-out prompts: `method` ranked (units ablated cumulatively in the
+        order of `scores`), greedy (the most damaging next unit, chosen on the scoring prompts) and
+        sufficiency; `damage` per `step`. `with_control`: (curves, the random-unit control's frame)."""
+        with tempfile.TemporaryDirectory() as d:
+            io.write_parquet(scores, f"{d}/scores.parquet")
+            out = CurveFiles(f"{d}/scores.parquet", f"{d}/curve.parquet", f"{d}/control.parquet")
+            for_each_ablation(curve, self.settings(model, data.task, curves=True), data.rows, {ablation: out},
+                              loaded=model.loaded())
+            frame = io.read_parquet(out.curve)
+            return (frame, io.read_parquet(out.control)) if with_control else frame
+
+    def table1(self, model: Model, data: TaskData, scores: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
+        """Table 1's row of the model (`report.tables.table1`): top unit (`top_head`, `top_kv_group` or
+        `top_layer`) and its `top_head_score` / `top_head_pct`, `heads_to_80` (ranked) and
+        `heads_to_80_greedy` at the config's threshold, curve area, CPR and CMD, ..."""
+        threshold = float(self.config["curves"]["threshold"])
+        return table1(data.task, {model.name: model.card}, {model.name: scores}, {model.name: curves}, threshold,
+                      views.min_heldout(self.config, data.task))
+
+    def self_check(self, model: Model, data: TaskData, ablation: str = "zero-query") -> dict:
+        """The engine's self-check on a few of the prompts: {what: max |engine - plain forward|};
+        raises `errors.EngineMismatchError` past the dtype's tolerance."""
+        aj = AblationJob(self.settings(model, data.task), data.rows, ablation, loaded=model.loaded(),
+                         self_check=False)
+        return aj.scanner.self_check(aj.prompts)
+
