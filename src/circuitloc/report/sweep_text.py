@@ -39,14 +39,19 @@ def _stab(v) -> str:
     return "–" if v is None or v != v else f"{v:.2f}"
 
 
+def _measure(rows: list) -> str:
+    """The heads-to measure the verdicts read, e.g. 'greedy heads-to-80%' (the run's threshold)."""
+    cols = sorted({r.get("verdict_heads_to") or "" for r in rows} - {""})
+    words = [("greedy " if c.endswith("_greedy") else "") + "heads-to-"
+             + c.removeprefix("heads_to_").removesuffix("_greedy").replace("_", ".") + "%" for c in cols]
+    return " / ".join(words) or "heads-to"
+
+
 def table(ov: pl.DataFrame) -> str:
     """docs/sweep.md's table: one primary comparison a row, each percentage beside its clean metric."""
-    head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of clean: MHA → fewer-KV | difference [95% CI] "
-            "| p raw / Holm | greedy heads-to-80%: fewer-KV needs fewer / more (pairs) | p raw / Holm | verdict "
-            "| stability | same verdict under |\n|" + "---|" * 11)
     rows = []
     for r in primary(ov).iter_rows(named=True):
-        h = r.get("verdict_heads_to") or "heads_to_80_greedy"
+        h = r.get("verdict_heads_to") or ""  # the run's heads-to measure (its threshold is in the name)
         rows.append(
             f"| {r['task']} | {r['size']} (KV {r['kv_heads']} vs {r['vs_kv_heads']}) | {r['clean_metric']} "
             f"{r['mha_clean']:.3g} / {r['clean']:.3g} | {r['mha_top_head_pct']:.0f} → {r['top_head_pct']:.0f} | "
@@ -55,6 +60,9 @@ def table(ov: pl.DataFrame) -> str:
             f"{r.get(h + '_losses')} ({r['n_pairs']}) | {_p(r.get(h + '_frac_p'))} / {_p(r.get(h + '_frac_p_all'))} | "
             f"{WORDS[verdict_class(r['verdict_all'])]} | {_stab(r.get('verdict_table_stability'))} | "
             f"{r.get('holds_under') or ''} |")
+    head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of clean: MHA → fewer-KV | difference [95% CI] "
+            f"| p raw / Holm | {_measure(list(primary(ov).iter_rows(named=True)))}: fewer-KV needs fewer / more (pairs) "
+            "| p raw / Holm | verdict | stability | same verdict under |\n|" + "---|" * 11)
     return "\n".join([head, *rows])
 
 
@@ -75,7 +83,7 @@ def paragraph(ov: pl.DataFrame, alpha: float = 0.05) -> str:
     cpr = [r for r in rows if r.get("cpr_p_all") is not None and r["cpr_p_all"] < alpha]
     lower = sum(1 for r in cpr if (r.get("cpr_diff") or 0) < 0)
     text = (f"Of its {len(rows)} primary comparisons (each verdict reads two tests, the top head score and greedy "
-            f"heads-to-80% under zero ablation of query heads: {n_tests} tests, Holm-corrected together), {yes} "
+            f"{_measure(rows)} under zero ablation of query heads: {n_tests} tests, Holm-corrected together), {yes} "
             f"of {len(rows)} say \"fewer KV heads more concentrated: yes\". "
             + ("The others with a verdict: " + "; ".join(named) + ". " if named else "")
             + ("Not stable under resampled seeds (the same verdict in under 80% of resamples): "
