@@ -147,12 +147,18 @@ def memory_map(max_memory: dict | None) -> dict | None:
 
 def attention_for(card: ModelCard, device: str) -> str:
     """'sdpa' (PyTorch's fused attention) for the fast engine on a GPU, on the architectures it is
-    proven on (the card's engine 'scan'): the engine hooks only the output projection's input, which
-    sdpa computes as eager does (tests/models/test_sdpa.py, within the self-check's tolerance).
-    'eager' elsewhere: on the CPU, so that the default run's float32 numbers stay bit for bit what
-    they were (sdpa's CPU kernel sums in another order), and for the bridge engine, whose
-    TransformerLens hooks reimplement attention from eager's pieces."""
-    return "sdpa" if device != "cpu" and card.engine == "scan" else "eager"
+    proven on (the card's engine 'scan') whose transformers class has an sdpa path: the engine
+    hooks only the output projection's input, which sdpa computes as eager does (within the
+    self-check's tolerance, tests/models/test_sdpa.py). 'eager' elsewhere: on a CPU, so that the
+    default run's float32 numbers stay bit for bit what they were (sdpa's CPU kernel sums in another
+    order); for the bridge engine, whose TransformerLens hooks reimplement attention from eager's
+    pieces; for an unverified architecture; and for one without sdpa (Gemma 2: its attention
+    logits' soft-cap exists in eager only)."""
+    if device == "cpu" or card.engine != "scan":
+        return "eager"
+    import transformers
+
+    return "sdpa" if getattr(getattr(transformers, card.architecture, None), "_supports_sdpa", False) else "eager"
 
 
 def _check_loading_info(path: str, info: dict) -> None:
