@@ -89,3 +89,23 @@ def test_sdpa_only_for_the_fast_engine_on_a_gpu():
     assert attention_for(dataclasses.replace(card, engine="scan", architecture="Gemma2ForCausalLM"), "cuda") == "eager"
     for engine in ("bridge", "scan-unverified", "auto"):
         assert attention_for(dataclasses.replace(card, engine=engine), "cuda") == "eager"
+
+
+def test_the_bridge_over_an_sdpa_model_runs_eager_on_the_same_weights(tiny_dir):
+    """A job on a GPU loads the fast engine's model with sdpa; a bridge built over it (the
+    specificity and attribution paths) runs eager attention (TransformerLens sets its twin's config
+    to eager) and gives the same numbers, the original model untouched."""
+    from circuitloc.engine.bridge import BridgeScanner
+    from circuitloc.models.load import bridge_over
+
+    path = tiny_dir("llama")
+    card = card_for(path)
+    model, tok = load_hf(str(path), attn="sdpa")
+    bridge = bridge_over(card, model, tok)
+    assert model.config._attn_implementation == "sdpa"
+    assert bridge.original_model.config._attn_implementation == "eager"
+    p = random_prompts(len(word_tokenizer()), n=5, seed=2)
+    sets = [{}] + [{layer: [h]} for layer in range(card.n_layers) for h in range(card.n_heads)]
+    want = Scanner(model, card.n_heads, card.d_head, 64).run(p, sets, {"logit": logit_a})["logit"]
+    got = BridgeScanner(bridge, card.n_heads, card.d_head, 64, reference=model).run(p, sets, {"logit": logit_a})["logit"]
+    assert float((got - want).abs().max()) <= tolerance(torch.float32, float(want.abs().max()))

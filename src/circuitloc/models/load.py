@@ -196,10 +196,7 @@ def _twin(model):
     tree in place with its hook points, the scan engine runs the other without that overhead."""
 
     shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
-    twin = copy.deepcopy(model, memo=shared).eval()
-    if twin.config._attn_implementation != "eager":  # the bridge's hooks expect eager attention
-        twin.set_attn_implementation("eager")
-    return twin
+    return copy.deepcopy(model, memo=shared).eval()
 
 
 def load_engine(card: ModelCard, device: str = "cpu"):
