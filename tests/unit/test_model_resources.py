@@ -107,3 +107,16 @@ def test_the_schema_takes_a_models_device_map_and_max_memory():
     cfg["models"][name]["device_map"] = "balanced"
     with pytest.raises(Exception, match="auto"):
         validate(cfg, str(root / "config" / "schema.yaml"))
+
+
+def test_a_cards_device_map_is_written_only_where_set(tmp_path):
+    """A card without device_map is byte for byte what it was; one with it reads back as written."""
+    from helpers import model_card, round_trips
+
+    plain = model_card()
+    plain.write(tmp_path / "plain.json")
+    assert "device_map" not in (tmp_path / "plain.json").read_text()
+    round_trips(tmp_path / "plain.json")
+    spread = model_card(device_map="auto", max_memory={"0": "70GiB", "cpu": "100GiB"})
+    spread.write(tmp_path / "spread.json")
+    assert round_trips(tmp_path / "spread.json") == spread
