@@ -21,7 +21,7 @@ from circuitloc.errors import ArtifactError
 # Each source's own fields, in the card's order. A toy copied from a checkpoint also names it.
 SOURCE_FIELDS = {"toy": ("checks", "steps", "recipe", "checkpoint"), "gguf": ("gguf", "sha256"),
                  "hf": ("hf", "revision", "revision_requested")}
-OPTIONAL = {"checkpoint"}  # written only where set
+OPTIONAL = {"checkpoint", "device_map", "max_memory"}  # written only where set
 _TYPES = {"int": int, "str": str, "bool": bool}
 
 
@@ -29,7 +29,8 @@ _TYPES = {"int": int, "str": str, "bool": bool}
 class ModelCard:
     """`attention`: mha or gqa; `d_head`: the head width; `n_params`: counted on the meta device;
     `tokenizer`: its class; `prepend_bos`: whether prompts start with <bos>; `path`: the weights
-    directory; `facts_form`: natural or qa; `architecture`: the Hugging Face class; `weights`: each
+    directory; `facts_form`: natural or qa; `architecture`: the Hugging Face class; `device_map`: 'auto' where
+    accelerate spreads the model over the node's GPUs (within `max_memory`), else absent; `weights`: each
     weights file's size and sha256 (None: not recorded, a card built in memory by a test);
     `engine`: the engine its jobs scan with (scan, bridge or scan-unverified, `engine.select.engine_of`;
     auto: chosen when the job runs). The source's own: a toy's held-out `checks`, training `steps`,
@@ -52,6 +53,8 @@ class ModelCard:
     path: str
     facts_form: str
     architecture: str
+    device_map: str | None = None
+    max_memory: dict | None = None
     checks: dict | None = None
     steps: int | None = None
     recipe: dict | None = None

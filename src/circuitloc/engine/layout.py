@@ -81,6 +81,15 @@ def decoder_layers(base: nn.Module) -> nn.ModuleList:
     return layers
 
 
+def input_device(model: nn.Module) -> torch.device:
+    """Where `model` reads its input ids: its input embedding's execution device. Spread over devices
+    by accelerate (`device_map: auto`), an offloaded module's weights wait on the meta device and
+    its hook moves them in for each forward, so a weight's device is not where it runs."""
+    emb = model.get_input_embeddings()
+    dev = getattr(getattr(emb, "_hf_hook", None), "execution_device", None)
+    return torch.device(dev) if dev is not None else emb.weight.device
+
+
 def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
     """The output projection's input [..., H * Dh] as head outputs [..., H, Dh] (a view): heads are
     consecutive slices of width d_head in every supported architecture."""

@@ -34,6 +34,7 @@ from circuitloc.engine.layout import (
     Skip,
     decoder_layers,
     hooked,
+    input_device,
     merge_heads,
     out_proj,
     split_heads,
@@ -167,7 +168,8 @@ class Scanner(SelfCheck):
         rows = torch.arange(embeds.shape[0], device=embeds.device)
 
         def last_only(mod, args):
-            return (args[0][rows, last_pos][:, None],) + tuple(args[1:])
+            x = args[0]  # on the output embedding's device, which a device_map may set apart
+            return (x[rows.to(x.device), last_pos.to(x.device)][:, None],) + tuple(args[1:])
 
         with hooked([(self.unembed, last_only)]):
             return self.model(inputs_embeds=embeds, use_cache=False).logits[:, -1]
@@ -208,7 +210,7 @@ class Scanner(SelfCheck):
             lambda mod, args, out: setattr(self, "_tuple_layers", isinstance(out, tuple)))  # see _Skip
         try:
             with hooked(hooks, with_kwargs=True):
-                dev = self.unembed.weight.device
+                dev = input_device(self.model)
                 embeds = self.model.get_input_embeddings()(prompts.input_ids.to(dev))
                 self.base(inputs_embeds=embeds, use_cache=False)
         finally:
@@ -232,7 +234,7 @@ class Scanner(SelfCheck):
         out = None
         for rows in prompts.buckets(self.max_batch_tokens):
             sub = prompts.take(rows)
-            dev = self.unembed.weight.device
+            dev = input_device(self.model)
             embeds = self.model.get_input_embeddings()(sub.input_ids.to(dev))
             logits = self.logits_from_embeddings(embeds, sub.last_pos.to(dev)).float().cpu()
             self._finite(logits[None], "the clean logits", [{}])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from circuitloc.engine.bridge import BridgeScanner
+from circuitloc.engine.budget import batch_tokens as token_budget
 from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.scan import Scanner
 from circuitloc.errors import UnsupportedArchitectureError
@@ -63,13 +64,14 @@ def engine_of(architecture: str) -> str:
     return "scan-unverified" if kind == "scan" and architecture not in VERIFIED else kind
 
 
-def scanner_for(card: ModelCard, loaded, batch_tokens: int, device: str = "cpu", engine: str = "auto"):
+def scanner_for(card: ModelCard, loaded, batch_tokens: int | str, device: str = "cpu", engine: str = "auto"):
     """The engine a job scans with (`choose_engine`; `engine`: auto, scan or bridge): a
     `scan.Scanner` over `loaded`'s plain model, or a `scan.BridgeScanner` over a TransformerBridge
     on the same weights. An architecture neither supports raises UnsupportedArchitectureError naming
-    everything that is supported."""
+    everything that is supported. `batch_tokens` 'auto': sized to the device (engine.budget)."""
 
     model, tokenizer = loaded
+    batch_tokens = token_budget(batch_tokens, card, device)
     arch = card.architecture or type(model).__name__
     kind = choose_engine(arch, engine)
     if kind == "bridge":

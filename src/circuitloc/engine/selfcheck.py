@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from circuitloc.engine.layout import input_device
 from circuitloc.errors import EngineMismatchError
 from circuitloc.prompts import Prompts
 
@@ -32,7 +33,7 @@ class SelfCheck:
         lengths = prompts.last_pos + 1
         idx = torch.nonzero(lengths == lengths[0]).flatten()[:n]
         sub = prompts.take(idx)
-        dev = self.unembed.weight.device
+        dev = input_device(self.model)
         ids, last = sub.input_ids.to(dev), sub.last_pos.to(dev)
         rows = torch.arange(len(sub), device=dev)
         ref = self.reference(input_ids=ids, use_cache=False).logits[rows, last].float()
@@ -60,7 +61,7 @@ class SelfCheck:
     def _checked_logits(self, sub: Prompts) -> dict[str, torch.Tensor]:
         """What the self-check compares: the clean logits from the embeddings, and resumed at layer
         0 and at a middle layer, [n, vocab] in float32."""
-        dev = self.unembed.weight.device
+        dev = input_device(self.model)
         last = sub.last_pos.to(dev)
         resid = self.residuals(sub)
         mid = len(self.layers) // 2

@@ -58,7 +58,7 @@ class JobSettings:
     `curves`: a curve job's curve config (config curves, the model's overrides and the task's n_curve)."""
 
     card: ModelCard
-    batch_tokens: int
+    batch_tokens: int | str  # or 'auto' (engine.budget)
     task: str | None = None
     device: str = "cpu"
     metric: str | None = None
@@ -78,7 +78,7 @@ class JobSettings:
         seeds = {int(s) for s in (params.get("seed"), opts.get("seed")) if s is not None}
         if len(seeds) > 1:
             raise ValueError(f"a job got two seeds {sorted(seeds)} (params seed and opts seed): one run has one seed")
-        return cls(card=card, batch_tokens=int(params["batch_tokens"]), task=task,
+        return cls(card=card, batch_tokens=_tokens(params["batch_tokens"]), task=task,
                    device=str(params.get("device") or "cpu"), metric=params.get("metric"),
                    metrics=dict(params.get("metrics") or {}),
                    min_group=int(opts["min_group"]) if opts.get("min_group") is not None else None,
@@ -126,3 +126,8 @@ class SpecificityFiles:
 
     def outputs(self) -> list:
         return [self.out]
+
+
+def _tokens(value) -> int | str:
+    """max_batch_tokens as a job reads it: a number, or 'auto' (sized when the scanner is built)."""
+    return value if value == "auto" else int(value)

@@ -93,6 +93,7 @@ def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = 
         "path": str(path),
         "facts_form": spec.get("facts_form", "natural"),
         "architecture": (hf_config.architectures or [type(hf_config).__name__])[0],
+        **{k: spec[k] for k in ("device_map", "max_memory") if spec.get(k)},
     }
     card.update(extra or {})
     return ModelCard(**card)

@@ -112,20 +112,53 @@ def _rebuild_card(card_path: str) -> str:
     return f"rebuild the model alone: {cmd}; then rerun your command"
 
 
-def load_hf(path: str, dtype: str = "float32", device: str = "cpu"):
+def load_hf(path: str, dtype: str = "float32", device: str = "cpu", *, attn: str = "eager",
+            device_map: str | None = None, max_memory: dict | None = None):
+    """(model, tokenizer), the weights read straight onto `device` in `dtype` (transformers 5 reads
+    safetensors lazily, so host memory stays near one copy in that dtype: no float32 copy on the
+    host, no second copy for a `.to(device)`). `device_map` 'auto': spread over the node's GPUs by
+    accelerate, within `max_memory` ({GPU index or 'cpu': '40GiB'}); `attn`: the attention kernel
+    (`attention_for`)."""
     from transformers import AutoModelForCausalLM
 
     tokenizer = load_tokenizer(path)
+    where = {"device_map": device}
+    if device_map == "auto":
+        where = {"device_map": "auto", "max_memory": memory_map(max_memory)}
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager",
-                                                           output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation=attn,
+                                                           output_loading_info=True, **where)
     except Exception as e:
         bad = _unreadable_weights(path)
         if bad is None:
             raise
         raise ModelSourceError(bad) from e
     _check_loading_info(path, info)
-    return model.to(device).eval(), tokenizer
+    return model.eval(), tokenizer
+
+
+def memory_map(max_memory: dict | None) -> dict | None:
+    """A `max_memory:` block as accelerate reads it: GPU indices as ints (a card's JSON keeps them as
+    strings), 'cpu' and 'disk' as they are."""
+    if not max_memory:
+        return None
+    return {int(k) if str(k).isdigit() else k: v for k, v in max_memory.items()}
+
+
+def attention_for(card: ModelCard, device: str) -> str:
+    """'sdpa' (PyTorch's fused attention) for the fast engine on a GPU, on the architectures it is
+    proven on (the card's engine 'scan') whose transformers class has an sdpa path: the engine
+    hooks only the output projection's input, which sdpa computes as eager does (within the
+    self-check's tolerance, tests/models/test_sdpa.py). 'eager' elsewhere: on a CPU, so that the
+    default run's float32 numbers stay bit for bit what they were (sdpa's CPU kernel sums in another
+    order); for the bridge engine, whose TransformerLens hooks reimplement attention from eager's
+    pieces; for an unverified architecture; and for one without sdpa (Gemma 2: its attention
+    logits' soft-cap exists in eager only)."""
+    if device == "cpu" or card.engine != "scan":
+        return "eager"
+    import transformers
+
+    return "sdpa" if getattr(getattr(transformers, card.architecture, None), "_supports_sdpa", False) else "eager"
 
 
 def _check_loading_info(path: str, info: dict) -> None:
@@ -170,7 +203,8 @@ def load_engine(card: ModelCard, device: str = "cpu"):
     """(plain Hugging Face model, tokenizer) for a card: all the scan engine needs, without
     importing TransformerLens or building its bridge (seconds per job)."""
     check_weights(card)
-    return load_hf(card.path, card.dtype, device)
+    return load_hf(card.path, card.dtype, device, attn=attention_for(card, device), device_map=card.device_map,
+                   max_memory=card.max_memory)
 
 
 def bridge_over(card: ModelCard, model, tokenizer, device: str = "cpu"):

@@ -11,6 +11,7 @@ import time
 from circuitloc.plan.command import record as record_command
 from circuitloc.plan.console import explain_failures, report_ready
 from circuitloc.plan.dag import own_rule_name, plan_summary, record_dag
+from circuitloc.plan.resources import unsized
 
 
 class Handlers:
@@ -35,6 +36,8 @@ class Handlers:
         record_command(sys.argv, wf.dag_settings.targets, wf.workdir_init)
         jobs = list(wf.dag.needrun_jobs())
         print(plan_summary(self.config, jobs), file=sys.stderr)
+        for line in unsized(self.config, self.config["models"]):  # resources estimated from nothing
+            print(line, file=sys.stderr)
         if any(self.name(j.rule.name) == "cost" for j in jobs):
             record_dag(wf.dag.jobs, self.dag_record, exclude=("cost", "report", "all"), rule_name=self.name)
 

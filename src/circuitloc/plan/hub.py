@@ -84,3 +84,30 @@ def snapshot_commit(path) -> str | None:
         if parts[i - 1] == "snapshots":
             return parts[i]
     return None
+
+
+def hub_cache() -> Path:
+    """The Hugging Face hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else
+    ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def cached_config(value: str, revision: str | None = None) -> Path | None:
+    """The config.json a model's `hf:` names without any network: the local directory's, or the
+    hub cache's snapshot of `revision` (a branch or tag through refs/, or a commit; default main,
+    else the newest snapshot held). None where there is none."""
+    local = Path(os.path.expanduser(value))
+    if local.is_dir():
+        return local / "config.json" if (local / "config.json").is_file() else None
+    if not is_hub_id(value):
+        return None
+    repo = hub_cache() / ("models--" + value.replace("/", "--"))
+    ref = repo / "refs" / (revision or "main")
+    commit = ref.read_text().strip() if ref.is_file() else revision
+    snapshots = [repo / "snapshots" / commit] if commit else []
+    if not revision:
+        snapshots += sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return next((s / "config.json" for s in snapshots if (s / "config.json").is_file()), None)

@@ -8,6 +8,7 @@ import copy
 import re
 
 from circuitloc.plan import paths, registry
+from circuitloc.plan.resources import model_dtype
 from circuitloc.plan.sweep import META as SWEEP_META
 
 # what a model's build does not depend on: its task and curve overrides, size hint, resources and
@@ -130,8 +131,11 @@ def dataset_tasks(config) -> list[str]:
 
 # ---- per-job settings ----------------------------------------------------------------------------
 def model_build_spec(config, model) -> dict:
-    """What the model stage depends on (see NOT_BUILT_FROM)."""
-    return {k: v for k, v in model_spec(config, model).items() if k not in NOT_BUILT_FROM}
+    """What the model stage depends on (see NOT_BUILT_FROM), with the dtype it runs in where that is
+    not the spec's own (bfloat16 on cuda, resources.model_dtype): the card records it."""
+    spec = {k: v for k, v in model_spec(config, model).items() if k not in NOT_BUILT_FROM}
+    dtype = model_dtype(config, spec)
+    return spec if dtype == spec.get("dtype", "float32") else {**spec, "dtype": dtype}
 
 
 def weights_pattern(config, own: bool) -> str:
