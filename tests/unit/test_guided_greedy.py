@@ -75,3 +75,15 @@ def test_audited_steps_are_evenly_spaced_from_the_first():
     assert not any(greedy.Greedy(10, 12).audited(k) for k in range(12))  # exact greedy: no audit
     assert all(greedy.Greedy(10, 12, guided=2, audit=1.0).audited(k) for k in range(12))
     assert np.isclose(sum(greedy.Greedy(10, 60, guided=8, audit=0.25).audited(k) for k in range(60)), 15)
+
+
+def test_curve_settings_read_the_guided_keys_and_default_to_the_exact_greedy():
+    from circuitloc.engine.settings import CurveSettings
+
+    base = {"methods": ["ranked", "greedy"], "max_steps": 5, "control_draws": 2, "prompts": "all",
+            "greedy_candidates": 40, "greedy_steps": 60}
+    exact = CurveSettings.of(base)
+    assert (exact.greedy_guided, exact.greedy_audit, exact.greedy_attribution) == (None, 0.0, "linear")
+    guided = CurveSettings.of({**base, "greedy_guided": 8, "greedy_audit": 0.25, "greedy_attribution": "ig",
+                               "ig_steps": 3})
+    assert (guided.greedy_guided, guided.greedy_audit, guided.greedy_attribution, guided.ig_steps) == (8, 0.25, "ig", 3)
