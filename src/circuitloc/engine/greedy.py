@@ -41,6 +41,12 @@ class Greedy:
     attribution: str = "linear"
     ig_steps: int = 4
 
+    def __post_init__(self):
+        if self.attribution not in ATTRIBUTIONS:
+            raise ValueError(f"greedy attribution {self.attribution!r}: expected one of {', '.join(ATTRIBUTIONS)}")
+        if not 0.0 <= self.audit <= 1.0:
+            raise ValueError(f"greedy audit share {self.audit}: expected a share between 0 and 1")
+
     def audited(self, step: int) -> bool:
         """Whether the 0-based `step` is audited: ceil(audit * n) of the first n steps, evenly
         spaced and starting at the first (the most damaging), the same on every run."""
