@@ -1,29 +1,86 @@
-"""Greedy ablation curves: each step adds the unit whose addition does most damage."""
+"""Greedy ablation curves: each step adds the unit whose addition does most damage.
+
+Exact (the default): every candidate of the pool is run with the exact engine. Guided
+(`Greedy.guided` = c): attribution (`engine.attribution`, computed with the chosen units already
+ablated) ranks the pool and only its top c run exactly; the exact engine still picks among them
+and reports every number. An audit runs the whole pool on a share of the steps (`Greedy.audit`,
+evenly spaced from the first), takes the exact best there, and writes whether the guided choice
+was it and by how much damage it fell short."""
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from circuitloc import metrics
 from circuitloc.engine.ablation import Baseline, Probe, split_floor, step_rows
+from circuitloc.engine.attribution import estimated_drops
 
 log = logging.getLogger(__name__)
+
+EXACT, GUIDED = "exact", "guided"  # the curve file's `chosen_by`: how a greedy step was chosen
+ATTRIBUTIONS = ("linear", "ig")
 
 
 @dataclass(frozen=True)
 class Greedy:
-    """A greedy curve's plan (config curves: greedy_candidates, greedy_steps, greedy_stop_damage)."""
+    """A greedy curve's plan (config curves: greedy_candidates, greedy_steps, greedy_stop_damage,
+    greedy_guided, greedy_audit, greedy_attribution, ig_steps). `guided`: None runs every
+    candidate exactly; c runs the c best by attribution. `audit`: the share of guided steps on
+    which the whole pool is run too. `attribution`: linear (one gradient) or ig (`ig_steps`)."""
 
     candidates: int
     steps: int
     stop_damage: float | None = None
     label: str = "greedy curve"  # the job's name in its log lines
+    guided: int | None = None
+    audit: float = 0.0
+    attribution: str = "linear"
+    ig_steps: int = 4
+
+    def __post_init__(self):
+        if self.attribution not in ATTRIBUTIONS:
+            raise ValueError(f"greedy attribution {self.attribution!r}: expected one of {', '.join(ATTRIBUTIONS)}")
+        if not 0.0 <= self.audit <= 1.0:
+            raise ValueError(f"greedy audit share {self.audit}: expected a share between 0 and 1")
+
+    def audited(self, step: int) -> bool:
+        """Whether the 0-based `step` is audited: ceil(audit * n) of the first n steps, evenly
+        spaced and starting at the first (the most damaging), the same on every run."""
+        return self.guided is not None and math.ceil(step * self.audit) < math.ceil((step + 1) * self.audit)
 
 
-def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, select: tuple | None = None):
+def _estimates(sel: Probe, pool, chosen, plan: Greedy) -> np.ndarray:
+    """The pool's estimated drops with `chosen` ablated (larger: more damage)."""
+    return estimated_drops(sel, pool, chosen, plan.ig_steps if plan.attribution == "ig" else 1)
+
+
+def choose(sel: Probe, sel_clean: float, pool: list, chosen: list, plan: Greedy, step: int,
+           estimate=_estimates) -> tuple[int, dict]:
+    """One greedy step on the selection probe: (index into `pool` of the unit added, how it was
+    chosen: chosen_by, audited and, on an audited step, audit_agrees, audit_drop_gap: the exact
+    best's drop minus the guided choice's). `estimate(sel, pool, chosen, plan)`: the attribution
+    ranking (a parameter so that a test can make it wrong on purpose)."""
+    hib = sel.task.higher_is_better
+    if plan.guided is None or plan.guided >= len(pool):
+        v = sel.extend(chosen, pool)
+        return int(np.argmax(metrics.drop(sel_clean, v, hib))), {"chosen_by": EXACT, "audited": False}
+    est = np.asarray(estimate(sel, pool, chosen, plan), float)
+    top = [int(i) for i in np.argsort(-est, kind="stable")[: plan.guided]]
+    if not plan.audited(step):
+        drops = np.asarray(metrics.drop(sel_clean, sel.extend(chosen, [pool[i] for i in top]), hib))
+        return top[int(np.argmax(drops))], {"chosen_by": GUIDED, "audited": False}
+    drops = np.asarray(metrics.drop(sel_clean, sel.extend(chosen, pool), hib))
+    best, guided = int(np.argmax(drops)), top[int(np.argmax(drops[top]))]
+    return best, {"chosen_by": EXACT, "audited": True, "audit_agrees": guided == best,
+                  "audit_guided_unit": pool[guided].label, "audit_drop_gap": float(drops[best] - drops[guided])}
+
+
+def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, select: tuple | None = None,
+                 estimate=_estimates):
     """Each step adds the candidate whose addition does most damage; the pool holds the top
     `plan.candidates` units of the ranking not yet chosen and refills from it after every step, so
     the curve runs up to `plan.steps` (or every unit), not only as many steps as the pool is large.
@@ -31,22 +88,28 @@ def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, selec
     `select` = (probe, clean) of the prompts the choice is made on (the scoring prompts); the curve
     is reported on `probe` (held out), so heads-to-threshold on it is not selected in-sample.
     Without `select` the choice is made on `probe` itself (in-sample). It stops early once the
-    reported damage reaches `plan.stop_damage` (1.0: the task is gone)."""
+    reported damage reaches `plan.stop_damage` (1.0: the task is gone). Each row says how its
+    step was chosen (`choose`); an audited step's gap is also given in damage (`audit_gap`: the
+    drop gap over the selection prompts' clean minus the curve's mean floor)."""
     task = probe.task
     sel, sel_clean = select if select is not None else (probe, base.clean)
     floor = split_floor(base.floor)[1]
+    span = float(metrics.drop(sel_clean, floor, task.higher_is_better))
     ranked_units = list(ranked_units)
-    chosen, vals = [], []
-    for _ in range(min(plan.steps, len(ranked_units))):
+    chosen, vals, how = [], [], []
+    for step in range(min(plan.steps, len(ranked_units))):
         taken = {u.label for u in chosen}
         pool = [u for u in ranked_units if u.label not in taken][: plan.candidates]
-        v = sel.extend(chosen, pool)
-        best = int(np.argmax(metrics.drop(sel_clean, v, task.higher_is_better)))
-        chosen.append(pool[best])
+        pick, info = choose(sel, sel_clean, pool, chosen, plan, step, estimate)
+        if info["audited"]:
+            info["audit_gap"] = info["audit_drop_gap"] / span if span else float("nan")
+        chosen.append(pool[pick])
+        how.append(info)
         vals.append(float(probe.extend(chosen[:-1], chosen[-1:])[0]))
         dmg = float(metrics.damage(base.clean, vals[-1], floor, task.higher_is_better))
-        log.info("%s: step %d of at most %d, %s, damage %.3f", plan.label, len(chosen),
-                 min(plan.steps, len(ranked_units)), chosen[-1].label, dmg)
+        log.info("%s: step %d of at most %d, %s (%s%s), damage %.3f", plan.label, len(chosen),
+                 min(plan.steps, len(ranked_units)), chosen[-1].label, info["chosen_by"],
+                 "" if not info["audited"] else f", audit {'agrees' if info['audit_agrees'] else 'differs'}", dmg)
         if plan.stop_damage is not None and dmg >= plan.stop_damage:
             break
-    return step_rows("greedy", chosen, vals, base, task)
+    return [{**r, **h} for r, h in zip(step_rows("greedy", chosen, vals, base, task), how)]

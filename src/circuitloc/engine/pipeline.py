@@ -133,7 +133,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     if "greedy" in cfg.methods:
         rows += greedy.greedy_curve(aj.probe, ranked, ablation.Baseline(clean, floor),
                                       greedy.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
-                                                      f"greedy curve {name}/{ablation_name}"),
+                                                      f"greedy curve {name}/{ablation_name}", cfg.greedy_guided,
+                                                      cfg.greedy_audit, cfg.greedy_attribution, cfg.ig_steps),
                                       select=greedy_selection(job, full, ablation_name, aj))
     # MIB's direction beside ours: keep the top units by |drop| (MIB's absolute score), ablate the rest
     rows += sufficiency_curve(aj.probe, ranked, order["drop"].to_numpy())

@@ -148,10 +148,11 @@ class Scanner(SelfCheck):
     def z_hooks(self, fn: Callable[[int, torch.Tensor], None]) -> list:
         """(module, hook) pairs for `hooked` that show every layer's head outputs to fn(layer, x) as
         they enter its output projection: x is [B, T, H * Dh] (`split_heads` gives [B, T, H, Dh]),
-        the tensor itself, so fn may keep it (or its gradient)."""
+        the tensor itself, so fn may keep it (or its gradient); a tensor fn returns replaces x."""
         def hook_for(i):
             def hook(mod, args):
-                fn(i, args[0])
+                out = fn(i, args[0])
+                return (out,) + tuple(args[1:]) if isinstance(out, torch.Tensor) else None
             return hook
 
         return [(self._z_site(i), hook_for(i)) for i in range(len(self.layers))]

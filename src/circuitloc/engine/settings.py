@@ -18,7 +18,10 @@ class CurveSettings:
     """A curve job's curve config (config `curves`, the model's overrides, the task's `n_curve`):
     `methods` (ranked, greedy), `max_steps`, `control_draws` (random control draws), `prompts`
     (heldout or all), `n_curve` (None: every curve prompt), and greedy's plan (`greedy_candidates`,
-    `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy)."""
+    `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy), and whether
+    attribution guides it (`greedy_guided`: None, every candidate run exactly; c, only the c best by
+    attribution; `greedy_audit`: share of steps whose whole pool also runs; `greedy_attribution`:
+    linear or ig, with `ig_steps`)."""
 
     methods: tuple[str, ...]
     max_steps: int
@@ -28,6 +31,10 @@ class CurveSettings:
     greedy_candidates: int | None = None
     greedy_steps: int | None = None
     greedy_stop_damage: float | None = None
+    greedy_guided: int | None = None
+    greedy_audit: float = 0.0
+    greedy_attribution: str = "linear"
+    ig_steps: int = 4
 
     @classmethod
     def of(cls, cfg: dict) -> CurveSettings:
@@ -43,7 +50,11 @@ class CurveSettings:
                    control_draws=int(cfg["control_draws"]), prompts=str(cfg["prompts"]),
                    n_curve=int(cfg["n_curve"]) if cfg.get("n_curve") else None,
                    **{k: int(v) if v is not None else None for k, v in opt.items()},
-                   greedy_stop_damage=cfg.get("greedy_stop_damage"))
+                   greedy_stop_damage=cfg.get("greedy_stop_damage"),
+                   greedy_guided=int(cfg["greedy_guided"]) if cfg.get("greedy_guided") is not None else None,
+                   greedy_audit=float(cfg.get("greedy_audit") or 0.0),
+                   greedy_attribution=str(cfg.get("greedy_attribution") or "linear"),
+                   ig_steps=int(cfg.get("ig_steps") or 4))
 
 
 @dataclass(frozen=True)
