@@ -18,7 +18,8 @@ class CurveSettings:
     """A curve job's curve config (config `curves`, the model's overrides, the task's `n_curve`):
     `methods` (ranked, greedy), `max_steps`, `control_draws` (random control draws), `prompts`
     (heldout or all), `n_curve` (None: every curve prompt), and greedy's plan (`greedy_candidates`,
-    `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy)."""
+    `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy), and the ranked
+    curve's early stop (`ranked_stop_damage`, None: never; `ranked_stop_patience` steps)."""
 
     methods: tuple[str, ...]
     max_steps: int
@@ -28,6 +29,8 @@ class CurveSettings:
     greedy_candidates: int | None = None
     greedy_steps: int | None = None
     greedy_stop_damage: float | None = None
+    ranked_stop_damage: float | None = None
+    ranked_stop_patience: int = 1
 
     @classmethod
     def of(cls, cfg: dict) -> CurveSettings:
@@ -39,11 +42,17 @@ class CurveSettings:
         if missing:
             raise ValueError(f"curve config lacks {', '.join(missing)} (config curves)")
         opt = {k: cfg.get(k) for k in ("greedy_candidates", "greedy_steps")}
+        stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
+        if stop is not None and threshold is not None and float(stop) < float(threshold):
+            raise ValueError(f"curves.ranked_stop_damage {stop} is below curves.threshold {threshold}: a curve "
+                             "stopped there could miss its heads-to-threshold")
         return cls(methods=tuple(cfg["methods"]), max_steps=int(cfg["max_steps"]),
                    control_draws=int(cfg["control_draws"]), prompts=str(cfg["prompts"]),
                    n_curve=int(cfg["n_curve"]) if cfg.get("n_curve") else None,
                    **{k: int(v) if v is not None else None for k, v in opt.items()},
-                   greedy_stop_damage=cfg.get("greedy_stop_damage"))
+                   greedy_stop_damage=cfg.get("greedy_stop_damage"),
+                   ranked_stop_damage=float(stop) if stop is not None else None,
+                   ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1))
 
 
 @dataclass(frozen=True)
