@@ -83,7 +83,8 @@ class Probe:
     def resumes(self) -> bool:
         """Whether `extend` resumes from the kept stream of `chosen` (engine.incremental); off: the
         full sets from the clean stream, as before (the bench's `today`)."""
-        return bool(self.scanner.prefix_reuse and getattr(self.scanner, "incremental", True))
+        sc = self.scanner  # a stand-in with `run` alone (tests) runs the full sets
+        return bool(getattr(sc, "prefix_reuse", False) and hasattr(sc, "extend") and getattr(sc, "incremental", True))
 
     def run_extend(self, chosen: list[Unit], additions: list[Unit], extra: bool = False, progress=None) -> dict:
         """As `run`, on `chosen` plus each unit of `additions` (one set per addition)."""
