@@ -41,7 +41,7 @@ from circuitloc.models.load import load_engine
 from circuitloc.tasks.common import curve_rows
 
 PAPER = {"max_steps": 200, "greedy_candidates": 40, "greedy_steps": 60, "control_draws": 20, "n_curve": 100}
-QUICK = {"max_steps": 30, "greedy_candidates": 8, "greedy_steps": 6, "control_draws": 5, "n_curve": 20}
+QUICK = {"max_steps": 20, "greedy_candidates": 5, "greedy_steps": 4, "control_draws": 3, "n_curve": 10}
 VARIANTS = {
     "today": {"incremental": False},
     "resume": {"incremental": True},
@@ -207,6 +207,7 @@ def main() -> None:
                 continue
             torch.manual_seed(0)
             results[name] = curves(job, data, ranked, loaded, over)
+            print(f"({task} {name}: done)", flush=True)
         print_task(task, scan_cost, results, aj.task.metric_name)
 
 
