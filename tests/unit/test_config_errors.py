@@ -129,3 +129,10 @@ def test_a_size_error_names_the_key_the_user_wrote_not_a_models_default_override
     with pytest.raises(ConfigError) as e:
         resolve(layered(ROOT, {}, [], {"tasks": {"ioi": {"n": 10, "n_score": 20}}}), ROOT)
     assert str(e.value) == "config: tasks.ioi.n_score = 20 is more than tasks.ioi.n = 10: a task cannot score more prompts than it has"
+
+
+def test_a_ranked_stop_below_the_threshold_is_refused_naming_both_keys():
+    assert _error({"curves": {"ranked_stop_damage": 0.5}}) == (
+        "config: curves.ranked_stop_damage = 0.5 is below curves.threshold = 0.8: a curve stopped there "
+        "could miss its heads-to-threshold")
+    assert _resolve({"curves": {"ranked_stop_damage": 1.0, "ranked_stop_patience": 5}})["curves"]["ranked_stop_patience"] == 5
