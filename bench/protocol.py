@@ -177,10 +177,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help=f"short settings {QUICK}")
     ap.add_argument("--n-curve", type=int, default=None)
     ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (a busy machine: 1)")
     ap.add_argument("--scan", action="store_true", help="run the scan (else the ranking is read from the run's "
                     "scores table beside --data, and the scan's row is blank)")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     card_path = Path(args.card).resolve()
     card = ModelCard.read(card_path)
     if not Path(card.path).is_absolute():  # a card's paths are relative to its run's directory
