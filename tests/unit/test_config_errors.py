@@ -161,3 +161,8 @@ def test_a_size_error_from_n_alone_against_the_default_run_wide_n_score_says_so(
     assert str(e.value) == (
         "config: tasks.ioi.n = 10 is less than tasks.ioi.n_score = 20, the default config's value "
         "(config/config.yaml): a task cannot score more prompts than it has (raise n, or set tasks.ioi.n_score)")
+def test_a_ranked_stop_below_the_threshold_is_refused_naming_both_keys():
+    assert _error({"curves": {"ranked_stop_damage": 0.5}}) == (
+        "config: curves.ranked_stop_damage = 0.5 is below curves.threshold = 0.8: a curve stopped there "
+        "could miss its heads-to-threshold")
+    assert _resolve({"curves": {"ranked_stop_damage": 1.0, "ranked_stop_patience": 5}})["curves"]["ranked_stop_patience"] == 5

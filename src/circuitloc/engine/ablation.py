@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import torch
 
 from circuitloc import metrics
 from circuitloc import stats
@@ -78,11 +79,26 @@ class Probe:
         """The ranked metric's mean over the prompts under each ablation set."""
         return self.run(sets)[self.task.metric_name].mean(dim=1).numpy()
 
+    @property
+    def resumes(self) -> bool:
+        """Whether `extend` resumes from the kept stream of `chosen` (engine.incremental); off: the
+        full sets from the clean stream, as before (the bench's `today`)."""
+        sc = self.scanner  # a stand-in with `run` alone (tests) runs the full sets
+        return bool(getattr(sc, "prefix_reuse", False) and hasattr(sc, "extend") and getattr(sc, "incremental", True))
+
+    def run_extend(self, chosen: list[Unit], additions: list[Unit], extra: bool = False, progress=None) -> dict:
+        """As `run`, on `chosen` plus each unit of `additions` (one set per addition)."""
+        if not self.resumes:
+            return self.run([as_sets(list(chosen) + [u]) for u in additions], extra, progress)
+        task_metrics = {self.task.metric_name: self.task.metric, **(self.task.extra if extra else {})}
+        return self.scanner.extend(self.prompts, as_sets(list(chosen)), [as_sets([u]) for u in additions],
+                                   task_metrics, progress)
+
     def extend(self, chosen: list[Unit], additions: list[Unit]) -> np.ndarray:
         """The ranked metric's mean under `chosen` plus each unit of `additions` (one set per
         addition): the step of a cumulative curve (ranked, greedy candidates, greedy reported
-        steps), named so that the engine may reuse what `chosen` alone already computed."""
-        return self.means([as_sets(list(chosen) + [u]) for u in additions])
+        steps), resumed at each addition's layer from what `chosen` alone computed."""
+        return self.run_extend(chosen, additions)[self.task.metric_name].mean(dim=1).numpy()
 
 
 @dataclass(frozen=True)
@@ -162,19 +178,50 @@ def step_rows(method, order, values, base: Baseline, task):
     return rows
 
 
-def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, progress=None,
+@dataclass(frozen=True)
+class RankedPlan:
+    """A ranked curve's plan (config curves: max_steps, ranked_stop_damage, ranked_stop_patience):
+    it stops once `stop_patience` consecutive steps reach `stop_damage` (None: never)."""
+
+    max_steps: int
+    stop_damage: float | None = None
+    stop_patience: int = 1
+
+    def stop_note(self) -> str:
+        return f"damage >= {self.stop_damage:g} for {self.stop_patience} consecutive steps"
+
+
+def _ranked_values(probe: Probe, order, base: Baseline, plan: RankedPlan, progress) -> tuple[dict, str]:
+    """({metric: [steps, N]}, why it stopped or ''): all steps in one stacked run where the engine
+    does not resume and nothing stops early (as before), else step by step, each resumed from the last."""
+    if not probe.resumes and plan.stop_damage is None:
+        return probe.run([as_sets(order[: k + 1]) for k in range(len(order))], extra=True, progress=progress), ""
+    floor, task, steps, streak = split_floor(base.floor)[1], probe.task, [], 0
+    for k in range(len(order)):
+        steps.append(probe.run_extend(order[:k], order[k : k + 1], extra=True, progress=progress))
+        v = float(steps[-1][task.metric_name].mean())
+        hit = plan.stop_damage is not None and metrics.damage(base.clean, v, floor, task.higher_is_better) >= plan.stop_damage
+        streak = streak + 1 if hit else 0
+        if hit and streak >= plan.stop_patience and k + 1 < len(order):
+            return {m: torch.cat([s[m] for s in steps]) for m in steps[0]}, plan.stop_note()
+    return {m: torch.cat([s[m] for s in steps]) for m in steps[0]}, ""
+
+
+def ranked_curve(probe: Probe, ranked_units, base: Baseline, plan: RankedPlan | int, progress=None,
                  bootstrap: Bootstrap | None = None):
     """Units ablated cumulatively in descending single-unit order (and, per step, the task's extra
     metrics beside its own); with `base.clean_pp` and `bootstrap`, each step carries a damage
-    interval over prompts (the floor resampled with the prompts where it is one value per prompt)."""
+    interval over prompts (the floor resampled with the prompts where it is one value per prompt).
+    `plan`: a `RankedPlan` or its max_steps. A curve that stops early says so in `ranked_stop` on
+    its last row (a column only where a stop is configured; docs/method.md: what is assumed past it)."""
+    plan = plan if isinstance(plan, RankedPlan) else RankedPlan(int(plan))
     task = probe.task
     floor_pp, _ = split_floor(base.floor)
-    order = ranked_units[:max_steps]
-    sets = [as_sets(order[: k + 1]) for k in range(len(order))]
-    res = probe.run(sets, extra=True, progress=progress)
+    order = list(ranked_units[: plan.max_steps])
+    res, stopped = _ranked_values(probe, order, base, plan, progress)
     per_prompt = res[task.metric_name]
     vals = per_prompt.mean(dim=1).numpy()
-    rows = step_rows("ranked", order, vals, base, task)
+    rows = step_rows("ranked", order[: len(vals)], vals, base, task)
     for extra in task.extra:  # facts: the metrics it is not ranked on (accuracy, ...), at every step
         for r, v in zip(rows, res[extra].mean(dim=1).numpy()):
             r[extra] = float(v)
@@ -182,6 +229,9 @@ def ranked_curve(probe: Probe, ranked_units, base: Baseline, max_steps: int, pro
         iv = _intervals(base.clean_pp, per_prompt.numpy(), floor_pp, task, bootstrap)
         iv.pop("top_freq", None)
         rows = [{**r, **{k: v[i].item() for k, v in iv.items()}} for i, r in enumerate(rows)]
+    if plan.stop_damage is not None:
+        for i, r in enumerate(rows):
+            r["ranked_stop"] = stopped if i == len(rows) - 1 else ""
     return rows
 
 

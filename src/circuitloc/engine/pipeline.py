@@ -127,7 +127,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     order = read_ranked(out.scores)
     ranked = [by_label[u] for u in order["unit"]]
     steps = min(cfg.max_steps, len(ranked))
-    rows = ablation.ranked_curve(aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), steps,
+    plan = ablation.RankedPlan(steps, cfg.ranked_stop_damage, cfg.ranked_stop_patience)
+    rows = ablation.ranked_curve(aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), plan,
                                  progress=progress(steps, f"ranked curve {name}/{ablation_name}"),
                                  bootstrap=job.bootstrap)
     if "greedy" in cfg.methods:

@@ -39,6 +39,7 @@ from circuitloc.engine.layout import (
     out_proj,
     split_heads,
 )
+from circuitloc.engine.incremental import Incremental
 from circuitloc.engine.selfcheck import SelfCheck
 from circuitloc.errors import (
     NonFiniteError,
@@ -54,8 +55,9 @@ def describe(ablation: Ablation) -> str:
     return "+".join(f"L{layer}H{h}" for layer, hs in sorted(ablation.items()) for h in hs) or "clean run"
 
 
-class Scanner(SelfCheck):
-    """Runs ablation sets on a fixed prompt set and returns per-prompt metric values."""
+class Scanner(SelfCheck, Incremental):
+    """Runs ablation sets on a fixed prompt set and returns per-prompt metric values (`extend`:
+    cumulative steps resumed from their base set's kept stream, engine.incremental)."""
 
     engine = "scan"  # which engine ran, as jobs record it (`BridgeScanner.engine`: "bridge")
 

@@ -21,7 +21,8 @@ class CurveSettings:
     `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy), and whether
     attribution guides it (`greedy_guided`: None, every candidate run exactly; c, only the c best by
     attribution; `greedy_audit`: share of steps whose whole pool also runs; `greedy_attribution`:
-    linear or ig, with `ig_steps`)."""
+    linear or ig, with `ig_steps`), and the ranked curve's early stop (`ranked_stop_damage`, None:
+    never; `ranked_stop_patience` steps)."""
 
     methods: tuple[str, ...]
     max_steps: int
@@ -35,6 +36,8 @@ class CurveSettings:
     greedy_audit: float = 0.0
     greedy_attribution: str = "linear"
     ig_steps: int = 4
+    ranked_stop_damage: float | None = None
+    ranked_stop_patience: int = 1
 
     @classmethod
     def of(cls, cfg: dict) -> CurveSettings:
@@ -46,6 +49,10 @@ class CurveSettings:
         if missing:
             raise ValueError(f"curve config lacks {', '.join(missing)} (config curves)")
         opt = {k: cfg.get(k) for k in ("greedy_candidates", "greedy_steps")}
+        stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
+        if stop is not None and threshold is not None and float(stop) < float(threshold):
+            raise ValueError(f"curves.ranked_stop_damage {stop} is below curves.threshold {threshold}: a curve "
+                             "stopped there could miss its heads-to-threshold")
         return cls(methods=tuple(cfg["methods"]), max_steps=int(cfg["max_steps"]),
                    control_draws=int(cfg["control_draws"]), prompts=str(cfg["prompts"]),
                    n_curve=int(cfg["n_curve"]) if cfg.get("n_curve") else None,
@@ -54,7 +61,9 @@ class CurveSettings:
                    greedy_guided=int(cfg["greedy_guided"]) if cfg.get("greedy_guided") is not None else None,
                    greedy_audit=float(cfg.get("greedy_audit") or 0.0),
                    greedy_attribution=str(cfg.get("greedy_attribution") or "linear"),
-                   ig_steps=int(cfg.get("ig_steps") or 4))
+                   ig_steps=int(cfg.get("ig_steps") or 4),
+                   ranked_stop_damage=float(stop) if stop is not None else None,
+                   ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1))
 
 
 @dataclass(frozen=True)

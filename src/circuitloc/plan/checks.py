@@ -177,3 +177,15 @@ def check_sweep_primary(config: dict) -> None:
     if missing:
         raise ConfigError(f"config: sweep.primary.kinds: {', '.join(missing)} not among the sweep's ablation kinds "
                           f"({', '.join(sorted(ran))}; ablation.kinds)")
+
+
+def check_ranked_stop(config: dict) -> None:
+    """curves.ranked_stop_damage (run-wide or a model's) is at least curves.threshold: a ranked curve
+    stopped below the threshold could miss its heads-to-threshold."""
+    for model in (None, *config["models"]):
+        cfg = {**config["curves"], **((config["models"].get(model) or {}).get("curves") or {})}
+        stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
+        if stop is not None and threshold is not None and stop < threshold:
+            where = f"models.{model}.curves" if model else "curves"
+            raise ConfigError(f"config: {where}.ranked_stop_damage = {stop} is below curves.threshold = {threshold}: "
+                              "a curve stopped there could miss its heads-to-threshold")

@@ -12,6 +12,7 @@ from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
 from circuitloc.plan.checks import (
     Provenance,
+    check_ranked_stop,
     check_run_wide_task_keys,
     check_sizes,
     check_sweep_primary,
@@ -128,6 +129,7 @@ def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
     check_sizes(cfg, written)  # blaming the key the user wrote
+    check_ranked_stop(cfg)
     check_sweep_primary(cfg)
     check_group_stages(cfg)
     check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read
