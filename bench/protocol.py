@@ -14,9 +14,8 @@ total converts the scoring prompts' passes to curve-prompt passes by their token
 
 Variants are settings overrides (`VARIANTS`): `today` (every set from the clean stream),
 `resume` (engine.incremental), `resume+stop` (and the ranked curve's early stop, config/paper.yaml's).
-A variant may set `greedy_guided` (candidates run exactly per step) and `greedy_audit` (share of
-steps audited): guided greedy is another change's; where `greedy.Greedy` has no such field the
-variant is skipped and says so. Each variant's numbers are compared with today's: ranked curve
+`guided` (and guided greedy: `greedy_guided` candidates run exactly per step, chosen by
+attribution, `greedy_audit` the share of steps whose whole pool also runs; config/paper.yaml's). Each variant's numbers are compared with today's: ranked curve
 values on common steps, heads-to-80% (ranked and greedy), curve area, greedy choices, sufficiency
 and control values.
 """
@@ -170,8 +169,8 @@ def print_task(task: str, scan_cost, results: dict, metric: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--card", default="/tmp/after/results/models/smollm2_135m/card.json")
-    ap.add_argument("--data", default="/tmp/after/results/data", help="the run's results/data")
+    ap.add_argument("--card", default="results/models/smollm2_135m/card.json")
+    ap.add_argument("--data", default="results/data", help="the run's results/data")
     ap.add_argument("--tasks", nargs="+", default=["ioi", "induction"])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
     ap.add_argument("--quick", action="store_true", help=f"short settings {QUICK}")
@@ -203,9 +202,6 @@ def main() -> None:
         results = {}
         for name in args.variants:
             over = VARIANTS[name]
-            if "greedy_guided" in over and "guided" not in {f.name for f in dataclasses.fields(greedy.Greedy)}:
-                print(f"({name}: skipped, greedy.Greedy has no guided field yet)")
-                continue
             torch.manual_seed(0)
             results[name] = curves(job, data, ranked, loaded, over)
             print(f"({task} {name}: done)", flush=True)
