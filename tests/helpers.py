@@ -124,3 +124,19 @@ def round_trips(path):
     assert ModelCard.read(again) == card
     again.unlink()
     return card
+
+
+def zeroed_qwen2(**fields):
+    """A Qwen2 causal LM with every weight zero and every RMSNorm's weight one (`fields`: its
+    Qwen2Config), for models whose few nonzero weights a test sets by hand, so their output is
+    computable by hand."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    m = Qwen2ForCausalLM(Qwen2Config(intermediate_size=8, tie_word_embeddings=False, **fields)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        for mod in m.modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.fill_(1.0)
+    return m

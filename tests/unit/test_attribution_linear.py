@@ -6,7 +6,7 @@ a set of units already ablated, and with integrated gradients."""
 import numpy as np
 import pytest
 import torch
-from helpers import model_card
+from helpers import model_card, zeroed_qwen2
 
 from circuitloc.engine import ablation
 from circuitloc.engine.attribution import attribute, estimated_drops, unit_estimates
@@ -24,18 +24,10 @@ def linear_model():
     random vector off u and w. The final RMSNorm divides the residual x by rms(x): logit 1 reads
     x_u / rms, logit 3 reads x_w / rms = OFFSET / rms, so OFFSET * logit1 / logit3 = x_u, a linear
     function of every head's z (the layer's own input norm acts before z, so it does not matter)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(vocab_size=V, hidden_size=D, intermediate_size=8, num_hidden_layers=1,
-                      num_attention_heads=H, num_key_value_heads=KV, tie_word_embeddings=False)
     torch.manual_seed(0)
-    m = Qwen2ForCausalLM(cfg).eval()
+    m = zeroed_qwen2(vocab_size=V, hidden_size=D, num_hidden_layers=1, num_attention_heads=H,
+                     num_key_value_heads=KV)
     with torch.no_grad():
-        for p in m.parameters():
-            p.zero_()
-        for mod in m.modules():
-            if type(mod).__name__.endswith("RMSNorm"):
-                mod.weight.fill_(1.0)
         emb = torch.randn(V, D)
         emb[:, U], emb[:, W] = 0.0, OFFSET
         m.model.embed_tokens.weight[:] = emb

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from helpers import model_card
+from helpers import model_card, zeroed_qwen2
 
 from circuitloc import metrics
 from circuitloc.engine.ablation import Baseline, Probe, ranked_curve, score_units, units
@@ -26,20 +26,12 @@ def writer_model(n_kv, offset, writers):
     """A Qwen2 model with every weight zero except `writers` [(layer, head, scale)]: each such head's z
     is ones (value bias 1) and it writes scale * u; every token embeds to offset * w; the final
     RMSNorm reads LD = logit(a) - logit(b) along u. Input-independent, so computable by hand."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(vocab_size=8, hidden_size=D, intermediate_size=8, num_hidden_layers=2,
-                      num_attention_heads=H, num_key_value_heads=n_kv, tie_word_embeddings=False)
-    m = Qwen2ForCausalLM(cfg).eval()
+    m = zeroed_qwen2(vocab_size=8, hidden_size=D, num_hidden_layers=2, num_attention_heads=H,
+                     num_key_value_heads=n_kv)
     u, w = torch.zeros(D), torch.zeros(D)
     u[0], w[1] = 1.0, 1.0
     dh = D // H
     with torch.no_grad():
-        for p in m.parameters():
-            p.zero_()
-        for mod in m.modules():
-            if type(mod).__name__.endswith("RMSNorm"):
-                mod.weight.fill_(1.0)
         m.model.embed_tokens.weight[:] = offset * w
         e = torch.ones(dh)
         for layer, head, scale in writers:
