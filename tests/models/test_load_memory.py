@@ -15,14 +15,16 @@ from helpers import model_card, word_tokenizer
 load_mod = importlib.import_module("circuitloc.models.load")  # the package exports a function `load`
 
 PROBE = """
-import resource, sys
+import sys
 from circuitloc.models.load import load_hf
 import transformers.models.llama.modeling_llama  # imported before the baseline, as a job has it
 before = int(open("/proc/self/statm").read().split()[1]) * 4096
 model, _ = load_hf(sys.argv[1], "bfloat16")
 for p in model.parameters():  # every page of every weight resident
     p.sum()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM: this process image's own peak; getrusage's ru_maxrss keeps the forking parent's resident
+# size across exec (Linux), so a big pytest worker would show as this process's peak
+peak = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM:")).split()[1]) * 1024
 weights = sum(p.numel() * p.element_size() for p in model.parameters())
 print(json.dumps({"growth": peak - before, "weights": weights, "dtypes": sorted({str(p.dtype) for p in model.parameters()})}))
 """

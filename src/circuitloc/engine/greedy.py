@@ -58,12 +58,12 @@ def _estimates(sel: Probe, pool, chosen, plan: Greedy) -> np.ndarray:
     return estimated_drops(sel, pool, chosen, plan.ig_steps if plan.attribution == "ig" else 1)
 
 
-def choose(sel: Probe, sel_clean: float, pool: list, chosen: list, plan: Greedy, step: int,
-           estimate=_estimates) -> tuple[int, dict]:
-    """One greedy step on the selection probe: (index into `pool` of the unit added, how it was
+def choose(select: tuple, pool: list, chosen: list, plan: Greedy, step: int, estimate=_estimates) -> tuple[int, dict]:
+    """One greedy step on the selection probe (`select`: the probe and its clean metric): (index into `pool` of the unit added, how it was
     chosen: chosen_by, audited and, on an audited step, audit_agrees, audit_drop_gap: the exact
     best's drop minus the guided choice's). `estimate(sel, pool, chosen, plan)`: the attribution
     ranking (a parameter so that a test can make it wrong on purpose)."""
+    sel, sel_clean = select
     hib = sel.task.higher_is_better
     if plan.guided is None or plan.guided >= len(pool):
         v = sel.extend(chosen, pool)
@@ -100,7 +100,7 @@ def greedy_curve(probe: Probe, ranked_units, base: Baseline, plan: Greedy, selec
     for step in range(min(plan.steps, len(ranked_units))):
         taken = {u.label for u in chosen}
         pool = [u for u in ranked_units if u.label not in taken][: plan.candidates]
-        pick, info = choose(sel, sel_clean, pool, chosen, plan, step, estimate)
+        pick, info = choose((sel, sel_clean), pool, chosen, plan, step, estimate)
         if info["audited"]:
             info["audit_gap"] = info["audit_drop_gap"] / span if span else float("nan")
         chosen.append(pool[pick])
