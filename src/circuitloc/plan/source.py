@@ -14,6 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from circuitloc.atomic import atomic_path
 from circuitloc.errors import ConfigError
 from circuitloc.plan import builtin_tasks
 
@@ -60,7 +61,7 @@ class Checkout:
                     data = f.read()
             except Exception as e:  # noqa: BLE001  (any fetch failure: one line naming the URL)
                 raise ConfigError(f"workflow source: cannot fetch {source.get_path_or_uri(secret_free=True)}: {e}") from None
-            Path(local).parent.mkdir(parents=True, exist_ok=True)
             if not os.path.exists(local) or Path(local).read_bytes() != data:
-                Path(local).write_bytes(data)
+                with atomic_path(local) as tmp:  # a plan killed mid-write leaves no half-fetched file
+                    tmp.write_bytes(data)
         return local
