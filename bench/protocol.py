@@ -133,6 +133,20 @@ def summary(out: dict, threshold: float = 0.8) -> dict:
             "area": metrics.curve_area(d, out["n_units"]), "steps": len(d)}
 
 
+def audit(out: dict) -> str:
+    """The guided greedy's audit in one line: on how many audited steps attribution's choice equals the
+    exact choice over the whole pool, and the largest damage it would have given up."""
+    rows = [r for r in out["greedy"] if r.get("audited")]
+    guided = sum(r.get("chosen_by") == greedy.GUIDED for r in out["greedy"])
+    if not rows:
+        return f"{guided} of {len(out['greedy'])} steps chosen by attribution; no audited steps"
+    gaps = [r["audit_gap"] for r in rows]
+    agree = sum(bool(r["audit_agrees"]) for r in rows)
+    return (f"{guided} of {len(out['greedy'])} steps chosen by attribution; {agree} of {len(rows)} audited "
+            f"steps agree (attribution's pick = the exact best of the pool); largest damage gap "
+            f"{max(gaps):.2e}, mean {float(np.mean(gaps)):.2e}")
+
+
 def _diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)))) if len(a) else 0.0
 
@@ -165,6 +179,8 @@ def print_task(task: str, scan_cost, results: dict, metric: str) -> None:
         c = compare(results[n][1], ref, metric)
         print(f"{n}: {s} | vs {names[0]}: " + ", ".join(f"{k} {v:.2e}" if isinstance(v, float) else f"{k} {v}"
                                                          for k, v in c.items()))
+        if "greedy_guided" in VARIANTS.get(n, {}):
+            print(f"{n} audit: {audit(results[n][1])}")
 
 
 def main() -> None:
