@@ -220,7 +220,9 @@ def main() -> None:
             over = VARIANTS[name]
             torch.manual_seed(0)
             results[name] = curves(job, data, ranked, loaded, over)
-            print(f"({task} {name}: done)", flush=True)
+            cost = results[name][0]  # each variant as it ends, so a run cut short keeps what it measured
+            print(f"({task} {name}: done; " + ", ".join(f"{s} {fp:.1f} fp {sec:.0f}s" for s, (fp, sec) in cost.items())
+                  + f"; {summary(results[name][1])})", flush=True)
         print_task(task, scan_cost, results, aj.task.metric_name)
 
 
