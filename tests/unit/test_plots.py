@@ -229,3 +229,22 @@ def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
     lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines() if ln.get_label() in ("a", "b")}
     xb = np.round(np.asarray(lines["b"].get_xdata(), float))
     assert list(xb) == [0, 1, 2]  # KV 4 (MHA of size b), 2, 1 at ratios 1, 2, 4
+
+
+def test_an_unbounded_interval_draws_to_the_panel_edge():
+    """Fieller's interval is the whole line when the span is not clearly above 0 (a sweep toy with
+    clean ~ floor): the curve figure and the scale figure draw it past the panel's edge instead of
+    failing (matplotlib's transforms overflow on an infinite error bar)."""
+    cards = {"a": model_card(family="toy", attention="mha"), "b": model_card(family="toy", attention="gqa")}
+    ok = pl.DataFrame({"method": ["ranked"] * 2, "step": [1, 2], "damage": [0.5, 0.9],
+                       "damage_lo": [0.4, 0.8], "damage_hi": [0.6, 1.0]})
+    wild = pl.DataFrame({"method": ["ranked"] * 2, "step": [1, 2], "damage": [-3.3, -1.2],
+                         "damage_lo": [-np.inf, -np.inf], "damage_hi": [np.inf, np.inf]})
+    fig = plots.curves({"a": ok, "b": wild}, cards, 0.8)
+    fig.canvas.draw()
+    lo, hi = fig.axes[1].get_ylim()
+    bars = [seg for coll in fig.axes[1].collections for seg in coll.get_segments()]
+    assert any(seg[:, 1].min() < lo and seg[:, 1].max() > hi for seg in bars)  # unbounded: beyond both edges
+    assert np.isfinite([lo, hi]).all() and hi < 10
+    yerr = style.error_bars([0.5, -3.3, np.nan], [0.4, -np.inf, 0.1], [0.6, np.inf, 0.2])
+    assert np.allclose(yerr, [[0.1, 1e6, 0.0], [0.1, 1e6, 0.0]])  # a missing value draws no bar

@@ -22,6 +22,7 @@ from circuitloc.report.style import (
     ATTENTION,
     as_array,
     attention_order,
+    error_bars,
     frame,
     from_zero,
     style,
@@ -126,8 +127,7 @@ def curves(curves: dict, cards: dict, threshold: float, method: str = "ranked", 
             last = max([last, *step[np.isfinite(step)]])
             if "damage_lo" in cm.columns and "damage_hi" in cm.columns:  # bootstrap interval over prompts
                 lo, hi = as_array(cm, "damage_lo"), as_array(cm, "damage_hi")
-                yerr = np.nan_to_num(np.clip([dmg - lo, hi - dmg], 0, None))
-                ax.errorbar(step, dmg, yerr=yerr, fmt="none", ecolor=st["color"], elinewidth=1, capsize=2)
+                ax.errorbar(step, dmg, yerr=error_bars(dmg, lo, hi), fmt="none", ecolor=st["color"], elinewidth=1, capsize=2)
                 ys += list(lo) + list(hi)
         ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"{round(threshold * 100)}% damage")
         ax.set_title(ATTENTION.get(kind, (None, None, kind.upper()))[2])

@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from circuitloc.metrics import heads_to_label, heads_to_name
 from circuitloc.report.style import (
     as_array,
+    error_bars,
     family_order,
     frame,
     from_zero,
@@ -74,7 +75,7 @@ def scale(table1s: dict, threshold: float, title: str = ""):
             pct += list(y)
             if "top_head_pct_lo" in g.columns and "top_head_pct_hi" in g.columns:
                 lo, hi = as_array(g, "top_head_pct_lo"), as_array(g, "top_head_pct_hi")
-                axes[0, c].errorbar(x, y, yerr=np.nan_to_num(np.clip([y - lo, hi - y], 0, None)), fmt="none",
+                axes[0, c].errorbar(x, y, yerr=error_bars(y, lo, hi), fmt="none",
                                     ecolor=st["color"], elinewidth=1, capsize=3)
                 pct += list(hi)
             h, cens = _heads_to(g, name)
@@ -198,7 +199,7 @@ def sweep(summary, per_model, threshold: float, title: str = ""):
             else:
                 y = as_array(g, m)
                 lo, hi = as_array(g, f"{m}_lo"), as_array(g, f"{m}_hi")
-                ax.errorbar(x, y, yerr=np.nan_to_num(np.clip([y - lo, hi - y], 0, None)), marker=marker, color=colour,
+                ax.errorbar(x, y, yerr=error_bars(y, lo, hi), marker=marker, color=colour,
                             capsize=3, label=str(size))
                 ys += list(hi)
             ys += list(y)

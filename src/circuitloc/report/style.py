@@ -82,6 +82,15 @@ def from_zero(ax, values, top: float | None = None, pad: float = 0.08):
     ax.set_ylim(lo - (pad * span if lo < 0 else 0.0), hi + pad * span)
 
 
+def error_bars(y, lo, hi, far: float = 1e6) -> np.ndarray:
+    """`yerr` for errorbar: [y - lo, hi - y], clipped at 0, a missing bound drawing no bar. An
+    unbounded end (Fieller's ratio interval is the whole line when the span is not clearly above 0)
+    runs `far` past the value, beyond any panel's edge: matplotlib's transforms overflow on inf."""
+    y, lo, hi = (np.asarray(a, float) for a in (y, lo, hi))
+    lo, hi = np.where(np.isneginf(lo), y - far, lo), np.where(np.isposinf(hi), y + far, hi)
+    return np.nan_to_num(np.clip([y - lo, hi - y], 0, None))
+
+
 def params_label(x, _pos=None) -> str:
     for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
         if x >= div:
