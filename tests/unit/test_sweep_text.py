@@ -29,7 +29,9 @@ def test_the_paragraph_counts_comparisons_significance_and_names_unstable_verdic
     text = sweep_text.paragraph(ov)
     assert "Of its 3 primary comparisons" in text and "6 tests" in text
     assert '1 of 3 say "fewer KV heads more concentrated: yes"' in text
-    assert "ioi at dh32: partial (one measure significant), stability 0.55" in text
+    # a partial verdict names its measure and its direction, and the heads-to measure is named once
+    assert "ioi at dh32: partial (top head significant: fewer-KV more concentrated), stability 0.55" in text
+    assert "greedy greedy" not in text
     assert "Not stable under resampled seeds (the same verdict in under 80% of resamples): ioi at dh32." in text
     # CPR: 2 of 3 significant after the exploratory correction, one each way (not "lower in all three")
     assert "in 2 of 3 comparisons (1 lower, 1 higher for the fewer-KV toy)" in text
@@ -58,3 +60,12 @@ def test_the_shipped_documents_have_the_markers():
     for doc, name in (("README.md", "sweep_summary"), ("docs/sweep.md", "sweep_primary")):
         text = (root / doc).read_text()
         assert f"<!-- {name}:begin -->" in text and f"<!-- {name}:end -->" in text, doc
+
+
+def test_verdict_words_carry_measure_and_direction():
+    """Two partial verdicts on different measures or in opposite directions read differently."""
+    less = "partial: top head significant (says fewer KV less concentrated), heads-to not (points the same way)"
+    more = "partial: heads-to significant (says fewer KV more concentrated), top head not (points the same way)"
+    assert sweep_text.words(less) == "partial (top head significant: fewer-KV less concentrated)"
+    assert sweep_text.words(more) == "partial (heads-to significant: fewer-KV more concentrated)"
+    assert sweep_text.words("no clear difference (holm-adjusted alpha 0.05)") == "no clear difference"

@@ -18,12 +18,24 @@ import polars as pl
 
 from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
-from circuitloc.report.verdicts import verdict_class
+from circuitloc.report.verdicts import verdict_class, verdict_key
 
 SECTIONS = {"README": "sweep_summary", "docs": "sweep_primary"}
 WORDS = {"yes": "yes (fewer KV heads more concentrated on both measures)",
          "no": "no (less concentrated on both measures)", "partial": "partial (one measure significant)",
          "mixed": "mixed (both significant, opposite ways)", "none": "no clear difference", "n/a": "no verdict"}
+
+
+def words(verdict: str | None) -> str:
+    """A verdict in words with its measure and direction (`verdict_key`): a 'partial' on the top head
+    saying less concentrated is not one on heads-to saying more."""
+    cls, key = verdict_class(verdict), verdict_key(verdict)
+    if cls == "partial":  # 'partial (top head, less)'
+        measure, way = key.removeprefix("partial (").removesuffix(")").split(", ")
+        return f"partial ({measure} significant: fewer-KV {way} concentrated)"
+    if cls == "mixed":  # 'mixed (top head more, heads-to less)'
+        return f"mixed (both significant: {key.removeprefix('mixed (').removesuffix(')')} concentrated for fewer-KV)"
+    return WORDS[cls]
 
 
 def primary(ov: pl.DataFrame) -> pl.DataFrame:
@@ -58,7 +70,7 @@ def table(ov: pl.DataFrame) -> str:
             f"{r['top_head_pct_diff']:+.0f} [{r['top_head_pct_diff_lo']:.0f}, {r['top_head_pct_diff_hi']:.0f}] | "
             f"{_p(r['top_head_pct_p'])} / {_p(r['top_head_pct_p_all'])} | {r.get(h + '_wins')} / "
             f"{r.get(h + '_losses')} ({r['n_pairs']}) | {_p(r.get(h + '_frac_p'))} / {_p(r.get(h + '_frac_p_all'))} | "
-            f"{WORDS[verdict_class(r['verdict_all'])]} | {_stab(r.get('verdict_table_stability'))} | "
+            f"{words(r['verdict_all'])} | {_stab(r.get('verdict_table_stability'))} | "
             f"{r.get('holds_under') or ''} |")
     head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of clean: MHA → fewer-KV | difference [95% CI] "
             f"| p raw / Holm | {_measure(list(primary(ov).iter_rows(named=True)))}: fewer-KV needs fewer / more (pairs) "
@@ -74,7 +86,7 @@ def paragraph(ov: pl.DataFrame, alpha: float = 0.05) -> str:
         raise ArtifactError("sweep overview: no primary comparison (verdict_family primary); nothing to quote")
     n_tests = int(ov["n_tests_primary_all"][0])
     classes = [verdict_class(r["verdict_all"]) for r in rows]
-    named = [f"{r['task']} at {r['size']}: {WORDS[c]}" + (f", stability {r['verdict_table_stability']:.2f}"
+    named = [f"{r['task']} at {r['size']}: {words(r['verdict_all'])}" + (f", stability {r['verdict_table_stability']:.2f}"
                                                            if r.get("verdict_table_stability") is not None else "")
              for r, c in zip(rows, classes, strict=True) if c not in ("none", "n/a")]
     yes = classes.count("yes")
@@ -82,7 +94,7 @@ def paragraph(ov: pl.DataFrame, alpha: float = 0.05) -> str:
                 if r.get("verdict_table_stability") is not None and r["verdict_table_stability"] < 0.8]
     cpr = [r for r in rows if r.get("cpr_p_all") is not None and r["cpr_p_all"] < alpha]
     lower = sum(1 for r in cpr if (r.get("cpr_diff") or 0) < 0)
-    text = (f"Of its {len(rows)} primary comparisons (each verdict reads two tests, the top head score and greedy "
+    text = (f"Of its {len(rows)} primary comparisons (each verdict reads two tests, the top head score and "
             f"{_measure(rows)} under zero ablation of query heads: {n_tests} tests, Holm-corrected together), {yes} "
             f"of {len(rows)} say \"fewer KV heads more concentrated: yes\". "
             + ("The others with a verdict: " + "; ".join(named) + ". " if named else "")
