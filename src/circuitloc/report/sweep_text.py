@@ -22,8 +22,8 @@ from circuitloc.report.verdicts import verdict_class, verdict_key
 
 SECTIONS = {"README": "sweep_summary", "docs": "sweep_primary"}
 WORDS = {"yes": "yes (fewer KV heads more concentrated on both measures)",
-         "no": "no (less concentrated on both measures)", "partial": "partial (one measure significant)",
-         "mixed": "mixed (both significant, opposite ways)", "none": "no clear difference", "n/a": "no verdict"}
+         "no": "no (less concentrated on both measures)", "none": "no clear difference", "n/a": "no verdict"}
+"""Verdicts without a measure and direction to name; `words` writes partial and mixed ones."""
 
 
 def words(verdict: str | None) -> str:
