@@ -159,6 +159,14 @@ def rank(scores: pl.DataFrame) -> pl.DataFrame:
                        nulls_last=True, maintain_order=True)
 
 
+def estimated(scores: pl.DataFrame) -> np.ndarray:
+    """Which rows of a scores table hold an estimate, not an exact drop (a guided scan's
+    `estimated` column, engine.guided_scan); a table without it (the exact scan's) is all exact."""
+    if "estimated" not in scores.columns:
+        return np.zeros(len(scores), bool)
+    return scores["estimated"].fill_null(False).to_numpy().astype(bool)
+
+
 def top(scores: pl.DataFrame) -> dict:
     """The top unit's row (`rank`'s first) as a dict."""
     return rank(scores).row(0, named=True)
