@@ -1,16 +1,16 @@
 """A job's settings as one typed record, built once by its script from the rule's params: every
 stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
 field here instead of one more keyword passed through every call. Beside it, the files of one
-ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard):
-a script builds it before torch loads."""
+ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard,
+and the plan's least audit of a guided scan, plan.checks): a script builds it before torch loads."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 from circuitloc.modelcard import ModelCard
+from circuitloc.plan.checks import min_audit
 from circuitloc.stats import Bootstrap
 
 
@@ -103,15 +103,6 @@ class ScoreSettings:
         return cls(method=str(block.get("method", "exact")), audit=int(block.get("audit", 30)),
                    level=float(block.get("level", 0.05)), top=int(block.get("top", 10)),
                    batch=int(block.get("batch", 16)))
-
-
-def min_audit(level: float) -> int:
-    """The fewest audited units m whose split-conformal quantile at `level` is finite: the
-    ceil((1 - level)(m + 1))-th smallest of m residuals exists only for m >= 1/level - 1."""
-    m = 1
-    while math.ceil((1 - level) * (m + 1) - 1e-9) > m:
-        m += 1
-    return m
 
 
 @dataclass(frozen=True)
