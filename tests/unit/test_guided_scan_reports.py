@@ -13,8 +13,8 @@ from circuitloc.report import plots
 from circuitloc.report.analysis import shared_stability_row
 from circuitloc.report.jobs import TableJob
 from circuitloc.report.mib import node_importances
-from circuitloc.report.paper_tables import table1_form
-from circuitloc.report.tables import table1
+from circuitloc.report.paper_tables import table1_form, table2_form
+from circuitloc.report.tables import table1, table2
 
 CARD = model_card(family="f", attention="gqa", n_params=1000, n_layers=1, n_heads=4)
 
@@ -82,3 +82,13 @@ def test_mib_importances_and_shared_stability_name_the_estimates():
     row, _ = shared_stability_row("facts", "m", "gqa", "zero-query", gs, s)
     assert "guided scan" in row["note"]
     assert "note" not in shared_stability_row("facts", "m", "gqa", "zero-query", s, s)[0]
+
+
+def test_table2_notes_estimated_scores_where_it_reads_them():
+    s, c = frames()
+    gs, _ = frames(*GUIDED)
+    ctrl = pl.DataFrame({"draw": [0], "unit": ["L0H1"], "layer": [0], "head": [1], "ld": [0.7], "drop": [0.3]})
+    exact = table2("ioi", {"m": CARD}, {"m": c}, {"m": ctrl}, {"m": s})
+    guided = table2("ioi", {"m": CARD}, {"m": c}, {"m": ctrl}, {"m": gs})
+    assert "scores_note" not in exact.columns and table2_form(exact)["note"][0] == ""
+    assert "2 of 4" in guided["scores_note"][0] and "2 of 4" in table2_form(guided)["note"][0]

@@ -109,5 +109,5 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
              "control mean drop": pct(r.get("control_drop_pct_mean")),
              "control max drop": pct(r.get("control_drop_pct_max"), r.get("control_max_drop_pct_lo"),
                                      r.get("control_max_drop_pct_hi")), "control draws": r.get("control_draws"),
-             "note": r.get("damage_note") or ""} for r in df.iter_rows(named=True)]
+             "note": _note(r)} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})

@@ -259,6 +259,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # the largest draw's damage interval over prompts (the control claim judges that draw)
             **_control_max_interval(ctrl, ctrl_pct, pct_ok),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
+            **({"scores_note": scores_note(scores[model])} if scores and scores_note(scores[model]) else {}),
             "task_behaviour": behaves,
             "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")
                                                           if not n.startswith("scoring")),
