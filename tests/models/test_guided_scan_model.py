@@ -79,3 +79,48 @@ def test_the_exact_scan_is_todays_table():
     job = JobSettings.from_params({"batch_tokens": 64, "opts": {"scores": {"method": "guided", "audit": 9,
                                                                            "level": 0.1, "top": 3}}}, card)
     assert job.scores == ScoreSettings("guided", 9, 0.1, 3)
+
+
+def test_a_guided_score_job_writes_marked_scores_that_its_curve_job_reads(tmp_path, tiny_dirs, caplog):
+    """The score and curve jobs (engine.pipeline) on the tiny GQA model and IOI-shaped prompts: the
+    guided job's table marks its estimates and its per-prompt table holds the units scored exactly;
+    the curve job ranks by it with the exact units first; the exact job's table is today's."""
+    from helpers import card_for, ioi_shaped
+
+    from circuitloc import io
+    from circuitloc.engine import pipeline
+    from circuitloc.engine.settings import CurveFiles, CurveSettings, ScoreFiles
+    from circuitloc.tasks.common import mark_scoring
+
+    card = card_for(tiny_dirs["qwen_gqa"], name="tinyq")
+    io.write_parquet(mark_scoring(ioi_shaped(32, 4, seed=3), 8), tmp_path / "ioi.parquet")
+    curves = CurveSettings.of({"n_curve": 16, "max_steps": 3, "methods": ["ranked"], "control_draws": 2,
+                               "prompts": "heldout"})
+    plan = ScoreSettings("guided", audit=4, level=0.2, top=2)
+    out = {}
+    for name, scores in (("exact", ScoreSettings()), ("guided", plan)):
+        job = JobSettings(card=card, batch_tokens=4096, task="ioi", min_group=2, seed=0, curves=curves,
+                          bootstrap=BOOT, scores=scores)
+        files = ScoreFiles(str(tmp_path / f"{name}.scores.parquet"), str(tmp_path / f"{name}.prompts.parquet"))
+        with caplog.at_level("INFO", logger="circuitloc"):
+            pipeline.score(job, tmp_path / "ioi.parquet", "zero-query", files)
+        pipeline.curve(job, tmp_path / "ioi.parquet", "zero-query",
+                       CurveFiles(files.scores, str(tmp_path / f"{name}.curve.parquet"),
+                                  str(tmp_path / f"{name}.control.parquet")))
+        out[name] = (io.read_parquet(files.scores), io.read_parquet(files.prompts),
+                     io.read_parquet(str(tmp_path / f"{name}.curve.parquet")))
+    (es, epp, ec), (gs, gpp, gc) = out["exact"], out["guided"]
+    assert "estimated" not in es.columns and "drop_bound" not in es.columns
+    assert gs.columns == es.columns + ["estimated", "drop_bound"]
+    exact_units = gs.filter(~pl.col("estimated"))["unit"].to_list()
+    assert len(exact_units) < len(gs)  # at least one unit left to attribution (11 of 12 scored here)
+    assert gpp.columns == ["row", "floor", "clean"] + exact_units
+    assert epp.columns == ["row", "floor", "clean"] + es["unit"].to_list()
+    np.testing.assert_allclose(gpp.to_numpy(), epp.select(gpp.columns).to_numpy(), atol=1e-6)
+    ref = es.filter(pl.col("unit").is_in(exact_units))
+    np.testing.assert_allclose(gs.filter(~pl.col("estimated"))["drop"].to_numpy(), ref["drop"].to_numpy(), atol=1e-6)
+    assert metrics.top(gs)["unit"] == metrics.top(es)["unit"]
+    ranked = gc.filter(pl.col("method") == "ranked")["unit"].to_list()
+    assert ranked[: plan.top] == ec.filter(pl.col("method") == "ranked")["unit"][: plan.top].to_list()
+    assert ranked[: plan.top] == metrics.rank(es)["unit"][: plan.top].to_list()
+    assert any("guided scan: 12 units, 4 audited" in r.getMessage() for r in caplog.records)

@@ -100,6 +100,8 @@ def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded
     more = unit_columns(aj.task, aj)  # the task's own per-unit columns (induction: attention to B)
     if more is not None:
         df = df.join(more, on=["layer", "head"], how="left", maintain_order="left")
+    marks = [c for c in ("estimated", "drop_bound") if c in df.columns]  # a guided scan's: last
+    df = df.select([c for c in df.columns if c not in marks] + marks)
     # row and floor per prompt beside the metrics, so every interval can be rebuilt from this file alone
     per_prompt = per_prompt.insert_column(0, pl.Series("row", aj.rows_in_full, dtype=pl.Int64)).insert_column(
         1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))
