@@ -92,3 +92,31 @@ def test_table2_notes_estimated_scores_where_it_reads_them():
     guided = table2("ioi", {"m": CARD}, {"m": c}, {"m": ctrl}, {"m": gs})
     assert "scores_note" not in exact.columns and table2_form(exact)["note"][0] == ""
     assert "2 of 4" in guided["scores_note"][0] and "2 of 4" in table2_form(guided)["note"][0]
+
+
+def test_the_stability_table_says_when_it_compares_only_the_exactly_scored_units(tmp_path):
+    """A guided scan's per-prompt table holds the units it scored exactly: the stability rows say so."""
+    from helpers import model_card as card_of
+
+    from circuitloc import io
+    from circuitloc.report.writers import write_stability
+
+    n = 8
+    order = np.array(["ABBA", "BABA"] * (n // 2))
+    clean = 4.0 + 0.01 * np.arange(n)
+    io.write_parquet(pl.DataFrame({"row": np.arange(n), "clean": clean, "L0H0": clean - 1.0, "L0H1": clean - 0.5}),
+                     tmp_path / "pp.parquet")
+    io.write_parquet(pl.DataFrame({"order": order, "input_ids": [[1, 2]] * n}), tmp_path / "data.parquet")
+    card_of().write(tmp_path / "card.json")
+    s, _ = frames()
+    gs, _ = frames(*GUIDED)
+    notes = {}
+    for name, scores in (("exact", s), ("guided", gs)):
+        io.write_parquet(scores, tmp_path / f"{name}.parquet")
+        entry = {"model": "m", "card": str(tmp_path / "card.json"), "ablation": "zero-query",
+                 "scores": str(tmp_path / f"{name}.parquet"), "prompts": str(tmp_path / "pp.parquet"),
+                 "dataset": str(tmp_path / "data.parquet")}
+        write_stability("ioi", [entry], "zero-query", tmp_path / f"{name}.csv", tmp_path / f"{name}.md")
+        notes[name] = io.read_csv(tmp_path / f"{name}.csv")
+    assert "note" not in notes["exact"].columns
+    assert (notes["guided"]["note"] == "guided scan: over the 2 units scored exactly").all()
