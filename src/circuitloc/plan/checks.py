@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
+from circuitloc.plan.views import scores_block
 
 
 def selected_tasks(tasks: dict) -> dict:
@@ -204,8 +205,6 @@ def min_audit(level: float) -> int:
 def check_scores(config: dict) -> None:
     """scores.audit (run-wide or a model's) is enough for scores.level: with fewer audited units the
     guided scan's conformal bound is infinite (every unit would be scored, with no saving)."""
-    from circuitloc.plan.views import scores_block
-
     for model in (None, *config["models"]):
         b = scores_block(config, model)
         need = min_audit(float(b["level"]))
