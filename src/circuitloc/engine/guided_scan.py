@@ -20,9 +20,11 @@ pool), so most of those runs only confirm that a unit is not among them. The gui
    and the cutoff only rises. A skipped unit can be among the true top N only if it is above its
    bound, so each of the top N is scored exactly except with probability at most `level`.
 
-What it does not cover: a unit whose attribution error is unlike every other unit's (not
-exchangeable, e.g. one head whose effect attribution gets backwards) is bounded only if the audit
-happens to draw it; tests/unit/test_guided_scan.py shows both outcomes. A unit not scored exactly
+What it does not cover: the guarantee is per unit drawn at random, and the top units are not
+random units. A unit whose attribution error is unlike most units' (e.g. an important head that
+attribution gets backwards) is bounded only if the audit happens to draw it:
+tests/unit/test_guided_scan.py shows both outcomes, and docs/method.md how often SmolLM2-135M's
+top units were missed (often: exact stays the default). A unit not scored exactly
 keeps est as its drop, is marked `estimated` and carries its bound (`drop_bound`)."""
 
 from __future__ import annotations
