@@ -148,9 +148,23 @@ def concentration(drops) -> dict:
 
 def rank(scores: pl.DataFrame) -> pl.DataFrame:
     """Units by descending single-unit drop, ties by position (layer, head); a NaN drop last. The one
-    order of units: a curve ablates in it, and its first unit is every table's and job's top unit."""
-    return scores.sort(pl.col("drop").fill_nan(None), "layer", "head", descending=[True, False, False],
+    order of units: a curve ablates in it, and its first unit is every table's and job's top unit.
+    A guided scan's table (`estimated`, `drop_bound`: engine.guided_scan) ranks an estimated unit by
+    the lower of its estimate and its bound, which its scan stopped below the top units scored
+    exactly, so those come first whatever the estimates; a table without the columns is all exact."""
+    key = pl.col("drop")
+    if "estimated" in scores.columns and "drop_bound" in scores.columns:
+        key = pl.when(pl.col("estimated")).then(pl.min_horizontal("drop", "drop_bound")).otherwise(key)
+    return scores.sort(key.fill_nan(None), "layer", "head", descending=[True, False, False],
                        nulls_last=True, maintain_order=True)
+
+
+def estimated(scores: pl.DataFrame) -> np.ndarray:
+    """Which rows of a scores table hold an estimate, not an exact drop (a guided scan's
+    `estimated` column, engine.guided_scan); a table without it (the exact scan's) is all exact."""
+    if "estimated" not in scores.columns:
+        return np.zeros(len(scores), bool)
+    return scores["estimated"].fill_null(False).to_numpy().astype(bool)
 
 
 def top(scores: pl.DataFrame) -> dict:

@@ -118,8 +118,14 @@ def score_units(probe: Probe, unit_rows: list[Unit], floor, progress=None,
     `bootstrap` is given) and the per-prompt metric: a `clean` column and one column per unit, one
     row per prompt. `floor`: the metric when the task is gone, a number or one value per prompt
     (induction's no-repeat loss), resampled with the prompts for the damage intervals."""
-    task = probe.task
     res = probe.run([{}] + [as_sets([u]) for u in unit_rows], extra=True, progress=progress)
+    return score_table(probe.task, unit_rows, res, floor, bootstrap)
+
+
+def score_table(task, unit_rows: list[Unit], res: dict, floor, bootstrap: Bootstrap | None = None):
+    """`score_units`' two tables from the run's {metric: [1 + units, N]} (the clean run first,
+    then each unit alone, in `unit_rows`' order): shared with the guided scan (`engine.guided_scan`),
+    which builds the same rows for the units it scores exactly."""
     name = task.metric_name
     clean_pp, ablated_pp = res[name][0].numpy(), res[name][1:].numpy()
     clean = float(clean_pp.mean())

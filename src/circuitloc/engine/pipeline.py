@@ -16,6 +16,8 @@ from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine import ablation
 from circuitloc.engine import greedy
+from circuitloc.engine.guided_scan import guided_scores
+from circuitloc.engine.guided_scan import summary as guided_summary
 from circuitloc.engine.job import AblationJob, progress, read_ranked
 from circuitloc.engine.settings import (
     CurveFiles,
@@ -79,20 +81,27 @@ def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> N
 def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded=None, self_check: bool = True):
     """One row per unit (drop, damage, bootstrap intervals, top_freq) on the scoring prompts and,
     beside it, the per-prompt metric under every single-unit ablation, which the stability analysis
-    splits by condition. `loaded`: a (model, tokenizer) to reuse; `self_check`: compare the engine
+    splits by condition (a guided scan, `job.scores`: only the units it scored exactly; its table
+    marks the others `estimated`, engine.guided_scan). `loaded`: a (model, tokenizer) to reuse; `self_check`: compare the engine
     with a plain forward first."""
     aj = AblationJob(job, dataset, ablation_name, loaded=loaded, self_check=self_check)
     floor_pp = aj.floor_per_prompt()
     floor = float(floor_pp.mean())
     label = f"scores {job.task}/{job.card.name}/{ablation_name}"
-    df, per_prompt = ablation.score_units(aj.probe, aj.units, floor_pp, progress=progress(len(aj.units) + 1, label),
-                                          bootstrap=job.bootstrap)
+    if job.scores.method == "guided":  # attribution proposes, an audit bounds the rest (engine.guided_scan)
+        df, per_prompt, walked = guided_scores(aj.probe, aj.units, floor_pp, job.scores, job.seed, job.bootstrap)
+        log.info("%s: %s", label, guided_summary(walked, aj.units, job.card.n_layers, job.scores))
+    else:
+        df, per_prompt = ablation.score_units(aj.probe, aj.units, floor_pp,
+                                              progress=progress(len(aj.units) + 1, label), bootstrap=job.bootstrap)
     # aligned: share of prompts whose replacement came from aligned prompts (mean/resample)
     df = df.with_columns(floor=pl.lit(floor, pl.Float64), n_prompts=pl.lit(len(aj.df), pl.Int64),
                          aligned=pl.lit(aj.aligned, pl.Float64), metric=pl.lit(aj.task.metric_name))
     more = unit_columns(aj.task, aj)  # the task's own per-unit columns (induction: attention to B)
     if more is not None:
         df = df.join(more, on=["layer", "head"], how="left", maintain_order="left")
+    marks = [c for c in ("estimated", "drop_bound") if c in df.columns]  # a guided scan's: last
+    df = df.select([c for c in df.columns if c not in marks] + marks)
     # row and floor per prompt beside the metrics, so every interval can be rebuilt from this file alone
     per_prompt = per_prompt.insert_column(0, pl.Series("row", aj.rows_in_full, dtype=pl.Int64)).insert_column(
         1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))

@@ -1,8 +1,8 @@
 """A job's settings as one typed record, built once by its script from the rule's params: every
 stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
 field here instead of one more keyword passed through every call. Beside it, the files of one
-ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard):
-a script builds it before torch loads."""
+ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard,
+and the plan's least audit of a guided scan, plan.checks): a script builds it before torch loads."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from circuitloc.modelcard import ModelCard
+from circuitloc.plan.checks import min_audit
 from circuitloc.stats import Bootstrap
 
 
@@ -66,6 +67,44 @@ class CurveSettings:
                    ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1))
 
 
+SCORE_METHODS = ("exact", "guided")
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """How a score job scores every unit (config `scores`, the model's overrides): `method` exact
+    (every unit ablated alone, the default) or guided (`engine.guided_scan`: attribution proposes,
+    `audit` units drawn at random calibrate a bound at miss probability `level`, and only units
+    whose bound can reach the `top` units the curves rely on are scored exactly); `batch`: units
+    per exact run of a guided scan."""
+
+    method: str = "exact"
+    audit: int = 30
+    level: float = 0.05
+    top: int = 10
+    batch: int = 16
+
+    def __post_init__(self):
+        if self.method not in SCORE_METHODS:
+            raise ValueError(f"scores.method {self.method!r}: expected one of {', '.join(SCORE_METHODS)}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"scores.level {self.level}: expected a probability between 0 and 1")
+        if self.audit < min_audit(self.level):
+            raise ValueError(f"scores.audit {self.audit} is below {min_audit(self.level)}, the fewest audited "
+                             f"units at which scores.level {self.level} gives a finite bound")
+        if self.top < 1 or self.batch < 1:
+            raise ValueError(f"scores.top {self.top} and batch {self.batch}: expected at least 1")
+
+    @classmethod
+    def of(cls, block: dict | None) -> ScoreSettings:
+        """From a rule's opts `scores` block (absent: exact, today's scan)."""
+        if not block:
+            return cls()
+        return cls(method=str(block.get("method", "exact")), audit=int(block.get("audit", 30)),
+                   level=float(block.get("level", 0.05)), top=int(block.get("top", 10)),
+                   batch=int(block.get("batch", 16)))
+
+
 @dataclass(frozen=True)
 class JobSettings:
     """What a dataset, score, curve or specificity job is told by its rule.
@@ -75,7 +114,8 @@ class JobSettings:
     (config tasks.<task>.metric; None: the spec's default), `metrics` the same per task (specificity);
     `min_group`: config ablation.min_group (mean and resample); `seed`: the run's seed (resample
     pairs, control draws, dataset sampling, torch); `bootstrap`: intervals over prompts (None: none);
-    `curves`: a curve job's curve config (config curves, the model's overrides and the task's n_curve)."""
+    `curves`: a curve job's curve config (config curves, the model's overrides and the task's n_curve);
+    `scores`: how a score job scores the units (`ScoreSettings`, from opts `scores`; exact where absent)."""
 
     card: ModelCard
     batch_tokens: int | str  # or 'auto' (engine.budget)
@@ -87,6 +127,7 @@ class JobSettings:
     seed: int = 0
     bootstrap: Bootstrap | None = None
     curves: CurveSettings | None = None
+    scores: ScoreSettings = field(default_factory=ScoreSettings)
 
     @classmethod
     def from_params(cls, params: dict, card: ModelCard, task: str | None = None,
@@ -103,7 +144,8 @@ class JobSettings:
                    metrics=dict(params.get("metrics") or {}),
                    min_group=int(opts["min_group"]) if opts.get("min_group") is not None else None,
                    seed=seeds.pop() if seeds else 0, bootstrap=Bootstrap.of(params.get("bootstrap")),
-                   curves=CurveSettings.of(curves) if curves is not None else None)
+                   curves=CurveSettings.of(curves) if curves is not None else None,
+                   scores=ScoreSettings.of(opts.get("scores")))
 
     def for_task(self, task: str) -> JobSettings:
         """The same job on another task's prompts, ranked on that task's metric (`metrics`)."""

@@ -4,11 +4,13 @@ scoring prompts leave room for the rest."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
+from circuitloc.plan.views import scores_block
 
 
 def selected_tasks(tasks: dict) -> dict:
@@ -189,3 +191,24 @@ def check_ranked_stop(config: dict) -> None:
             where = f"models.{model}.curves" if model else "curves"
             raise ConfigError(f"config: {where}.ranked_stop_damage = {stop} is below curves.threshold = {threshold}: "
                               "a curve stopped there could miss its heads-to-threshold")
+
+
+def min_audit(level: float) -> int:
+    """The fewest audited units m whose split-conformal quantile at `level` is finite: the
+    ceil((1 - level)(m + 1))-th smallest of m residuals exists only for m >= 1/level - 1."""
+    m = 1
+    while math.ceil((1 - level) * (m + 1) - 1e-9) > m:
+        m += 1
+    return m
+
+
+def check_scores(config: dict) -> None:
+    """scores.audit (run-wide or a model's) is enough for scores.level: with fewer audited units the
+    guided scan's conformal bound is infinite (every unit would be scored, with no saving)."""
+    for model in (None, *config["models"]):
+        b = scores_block(config, model)
+        need = min_audit(float(b["level"]))
+        if b["method"] == "guided" and int(b["audit"]) < need:
+            where = f"models.{model}.scores" if model else "scores"
+            raise ConfigError(f"config: {where}.audit = {b['audit']} is below {need}, the fewest audited units at "
+                              f"which scores.level = {b['level']} gives a finite bound (1/level - 1)")

@@ -11,9 +11,11 @@ from circuitloc.plan import paths, registry
 from circuitloc.plan.resources import model_dtype
 from circuitloc.plan.sweep import META as SWEEP_META
 
-# what a model's build does not depend on: its task and curve overrides, size hint, resources and
+# what a model's build does not depend on: its task, curve and score overrides, size hint, resources and
 # ablations (changing them never retrains or reconverts a model)
-NOT_BUILT_FROM = ("tasks", "curves", "size", "resources", "ablation", SWEEP_META)
+NOT_BUILT_FROM = ("tasks", "curves", "size", "resources", "ablation", "scores", SWEEP_META)
+# config `scores:` where the run (and the model) name none: exact, today's scan (engine.guided_scan)
+SCORE_DEFAULTS = {"method": "exact", "audit": 30, "level": 0.05}
 
 
 def models(config) -> list[str]:
@@ -74,8 +76,40 @@ def ablations(config) -> list[str]:
 
 def ablation_opts(config, model) -> dict:
     """What an ablation job needs beyond the ablation's name: the model's aligned-group size and
-    the resample seed."""
-    return {"min_group": int(ablation_block(config, model)["min_group"]), "seed": int(config["seed"])}
+    the resample seed, and a guided scan's settings where the model's scores are guided (`scores_opts`)."""
+    opts = {"min_group": int(ablation_block(config, model)["min_group"]), "seed": int(config["seed"])}
+    guided = scores_opts(config, model)
+    return opts if guided is None else {**opts, "scores": guided}
+
+
+def scores_block(config, model=None) -> dict:
+    """The `scores:` block (method, audit, level, top; `SCORE_DEFAULTS` where absent), with the
+    model's own block on top."""
+    block = {**SCORE_DEFAULTS, **(config.get("scores") or {})}
+    if model is not None:
+        block.update(model_spec(config, model).get("scores") or {})
+    return block
+
+
+def top_units(config, model) -> int:
+    """How many top units of the ranking a model's curves use (the guided scan scores them exactly):
+    the ranked curve's max_steps or, with greedy, its pool's reach (greedy_candidates + greedy_steps
+    - 1: the pool refills from the ranking after each step), whichever is more; at least 10."""
+    cfg = {**config["curves"], **(model_spec(config, model).get("curves") or {})}
+    n = int(cfg["max_steps"])
+    if "greedy" in cfg["methods"]:
+        n = max(n, int(cfg["greedy_candidates"]) + int(cfg["greedy_steps"]) - 1)
+    return max(n, 10)
+
+
+def scores_opts(config, model) -> dict | None:
+    """A guided scan's settings for the model's score jobs (engine.settings.ScoreSettings); None for
+    the exact scan, so an exact run's job params are today's."""
+    b = scores_block(config, model)
+    if b["method"] == "exact":
+        return None
+    return {"method": b["method"], "audit": int(b["audit"]), "level": float(b["level"]),
+            "top": int(b.get("top") or top_units(config, model))}
 
 
 def bootstrap_opts(config) -> dict:

@@ -13,6 +13,7 @@ from circuitloc.plan import registry
 from circuitloc.plan.checks import (
     Provenance,
     check_ranked_stop,
+    check_scores,
     check_run_wide_task_keys,
     check_sizes,
     check_sweep_primary,
@@ -130,6 +131,7 @@ def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
     check_model_sources(cfg["models"])
     check_sizes(cfg, written)  # blaming the key the user wrote
     check_ranked_stop(cfg)
+    check_scores(cfg)
     check_sweep_primary(cfg)
     check_group_stages(cfg)
     check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read

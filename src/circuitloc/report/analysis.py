@@ -105,6 +105,8 @@ def shared_stability_row(task: str, model: str, attention: str, ablation: str, p
            "split": SHARED_SPLIT, "condition_a": "per-model", "condition_b": "shared",
            "n_a": int(per_model["n_prompts"][0]), "n_b": int(shared["n_prompts"][0]),
            **stats.agreement(a["drop"].to_numpy(), b["drop"].to_numpy(), a["unit"].to_numpy())}
+    if metrics.estimated(per_model).any() or metrics.estimated(shared).any():  # a guided scan's tables
+        row["note"] = "guided scan: some unit scores are attribution's estimates"
     return row, (f"{model}: {SHARED_SPLIT}", {"per-model": a, "shared": b})
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
+from circuitloc import metrics
 from circuitloc.metrics import rank
 from circuitloc.modelcard import ModelCard
 from circuitloc.report.jobs import TableJob
@@ -45,6 +46,7 @@ def node_importances(card: ModelCard, scores: pl.DataFrame, job: TableJob) -> di
         nodes[f"m{layer}"] = {"in_graph": True}
     nodes["logits"] = {"in_graph": True}
     parallel = card.architecture in PARALLEL_ARCHITECTURES
+    est = ranked.filter(pl.Series(metrics.estimated(ranked)))["unit"].to_list()  # a guided scan's estimates
     return {"cfg": {"n_layers": int(card.n_layers), "n_heads": int(card.n_heads),
                     "parallel_attn_mlp": bool(parallel), "d_model": int(card.d_model)},
             "nodes": nodes, "edges": {},
@@ -52,7 +54,9 @@ def node_importances(card: ModelCard, scores: pl.DataFrame, job: TableJob) -> di
                            "metric": str(scores["metric"][0]) if "metric" in scores.columns else None,
                            "score": "the unit's drop on the scoring prompts (clean - ablated; for a loss, "
                                     "ablated - clean): higher ranks first",
-                           "units": units}}
+                           "units": units,
+                           **({"estimated": est, "estimated_note": "these units' scores are attribution's "
+                               "estimates (guided scan), not ablations"} if est else {})}}
 
 
 def write_importances(job: TableJob, cards: dict, scores: dict, out_dir) -> None:

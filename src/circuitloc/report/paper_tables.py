@@ -65,7 +65,16 @@ def _of_units(r: dict) -> str:
     """Effective units with the unit count they are out of ('6.51 of 16'): at most K, so rows of
     different K are not read side by side."""
     eff = _num(r.get("effective_units"))
-    return f"{eff} of {r['n_units']}" if eff and r.get("n_units") is not None else eff
+    eff = f"{eff} of {r['n_units']}" if eff and r.get("n_units") is not None else eff
+    return f"{eff} *" if eff and r.get("scores_note") else eff  # * with estimated unit scores (the note says)
+
+
+def _note(r: dict):
+    """The row's damage note and, after a guided scan, which numbers include estimated unit scores."""
+    note = r.get("damage_note") or ""
+    if r.get("scores_note"):
+        note = "; ".join(n for n in (str(note), f"* {r['scores_note']}") if n)
+    return note
 
 
 def table1_form(df: pl.DataFrame) -> pl.DataFrame:
@@ -83,7 +92,7 @@ def table1_form(df: pl.DataFrame) -> pl.DataFrame:
                                       r.get("top_head_pct_heldout_hi"))}
         row.update({_threshold_label(c): _count(r, c) for c in counts})
         row.update({"curve area": _num(r.get("curve_area")), "effective units": _of_units(r),
-                    "note": r.get("damage_note") or ""})
+                    "note": _note(r)})
         rows.append(row)
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
 
@@ -100,5 +109,5 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
              "control mean drop": pct(r.get("control_drop_pct_mean")),
              "control max drop": pct(r.get("control_drop_pct_max"), r.get("control_max_drop_pct_lo"),
                                      r.get("control_max_drop_pct_hi")), "control draws": r.get("control_draws"),
-             "note": r.get("damage_note") or ""} for r in df.iter_rows(named=True)]
+             "note": _note(r)} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})

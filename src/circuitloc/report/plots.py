@@ -58,6 +58,25 @@ def _heatmap(ax, df: pl.DataFrame, value: str, scale: tuple[float, bool], cbar: 
     _cell_ticks(ax.yaxis, layers, most=16)
 
 
+# what a guided scan estimates (engine.guided_scan): a unit's drop and what follows from it; other
+# per-unit values (induction's attention to B) are measured for every unit
+ESTIMATED_VALUES = ("drop", "damage")
+ESTIMATED_NOTE = "hatched: unit score estimated by attribution (guided scan), not ablated"
+
+
+def _hatch_estimated(ax, df: pl.DataFrame) -> bool:
+    """Hatch the cells of units a guided scan left to attribution (`estimated`); whether any."""
+    from matplotlib.patches import Rectangle
+
+    if "estimated" not in df.columns or not df["estimated"].fill_null(False).any():
+        return False
+    layers, heads = sorted(df["layer"].unique().to_list()), sorted(df["head"].unique().to_list())
+    for r in df.filter(pl.col("estimated").fill_null(False)).iter_rows(named=True):
+        ax.add_patch(Rectangle((heads.index(r["head"]), layers.index(r["layer"])), 1, 1, fill=False,
+                               hatch="///", edgecolor="0.85", linewidth=0))
+    return True
+
+
 def _scale_of(frames: list[pl.DataFrame], value: str) -> tuple[float, bool]:
     vals = np.concatenate([as_array(f, value) for f in frames]) if frames else np.array([])
     vals = vals[np.isfinite(vals)]
@@ -80,7 +99,8 @@ def heatmaps(scores: dict, value: str = "drop", title: str = "", cbar_label: str
     cards (optional, {model: card}): name each column's family and attention type too."""
     rows = rows or [(value, cbar_label or value)]
     models = list(scores)
-    data = {m: frame(scores[m], ["layer", "head", *[v for v, _ in rows]]) for m in models}
+    data = {m: frame(scores[m], ["layer", "head", "estimated", *[v for v, _ in rows]]) for m in models}
+    hatched = False
     fig, axes = plt.subplots(len(rows), len(models), figsize=(3.2 * len(models) + 1, 3.4 * len(rows) + 0.4),
                              squeeze=False, layout="constrained")
     for r, (val, label) in enumerate(rows):
@@ -88,9 +108,12 @@ def heatmaps(scores: dict, value: str = "drop", title: str = "", cbar_label: str
         for c, m in enumerate(models):
             ax = axes[r, c]
             _heatmap(ax, data[m], val, scale, c == len(models) - 1, label)
+            if val in ESTIMATED_VALUES:
+                hatched |= _hatch_estimated(ax, data[m])
             ax.set_title(_title(m, cards) if r == 0 else "", fontsize=10)
             ax.set_xlabel("head")
             ax.set_ylabel("layer" if c == 0 else "")
+    title = f"{title}\n{ESTIMATED_NOTE}" if hatched and title else (ESTIMATED_NOTE if hatched else title)
     if title:
         fig.suptitle(title)
     return fig

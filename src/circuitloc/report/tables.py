@@ -38,6 +38,16 @@ def _ci_note(row) -> str:
     return "interval may under-cover" if row.get("damage_ci_undercover") else ""
 
 
+def scores_note(s: pl.DataFrame) -> str:
+    """Where a guided scan left unit scores to attribution (`estimated`, engine.guided_scan): how
+    many, and which whole-model numbers of the row include them (the top unit is always exact)."""
+    est = metrics.estimated(s)
+    if not est.any():
+        return ""
+    return (f"guided scan: {int(est.sum())} of {len(s)} unit scores estimated by attribution; effective units, "
+            "top share, CPR and CMD include them")
+
+
 def top_head_measure(row) -> tuple[str, str]:
     """(column prefix, prompts) of the top unit's score a comparison should read from a Table 1 row:
     its score on held-out prompts when the curves ran on prompts disjoint from the scoring set
@@ -82,6 +92,7 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
         s, c = scores[model], curves[model]
         t, metric, _ = measure(task, c)
         top = rank(s).row(0, named=True)
+        assert not top.get("estimated"), f"{model}: the top unit {top['unit']} of a guided scan is not exact"
         ranked = c.filter(pl.col("method") == "ranked").sort("step")
         first = ranked.row(0, named=True) if len(ranked) else None
         row = {"model": model, "family": card.family, "attention": card.attention,
@@ -131,6 +142,8 @@ def table1(task: str, cards: dict, scores: dict, curves: dict, threshold: float,
         row["unit_kind"] = unit_kind(top["unit"])  # what the top unit is: a query head, kv group or layer
         row["task_behaviour"] = task_behaviour(float(c["clean"][0]), float(c["floor"][0]), t.higher_is_better)
         row.update(damage_condition(s, c, metric, t.higher_is_better, min_heldout))
+        if scores_note(s):  # a guided scan's table only: an exact run's Table 1 keeps its columns
+            row["scores_note"] = scores_note(s)
         rows.append(_condition_row(row, threshold))
     return frame(rows)
 
@@ -246,6 +259,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             # the largest draw's damage interval over prompts (the control claim judges that draw)
             **_control_max_interval(ctrl, ctrl_pct, pct_ok),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
+            **({"scores_note": scores_note(scores[model])} if scores and scores_note(scores[model]) else {}),
             "task_behaviour": behaves,
             "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")
                                                           if not n.startswith("scoring")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from circuitloc import io
+from circuitloc import metrics
 from circuitloc.modelcard import ModelCard
 from circuitloc.plan import registry
 from circuitloc.report import analysis
@@ -75,6 +76,10 @@ def write_stability(task, entries: list, primary: str, out_csv, out_md) -> list:
         else:
             r, mm = analysis.stability_rows(task, e["model"], e["attention"], e["ablation"],
                                             io.read_parquet(e["prompts"]), io.read_parquet(e["dataset"]))
+            exact = ~metrics.estimated(io.read_parquet(e["scores"]))  # a guided scan: per prompt only these
+            if not exact.all():
+                r = [{**x, "note": x.get("note") or f"guided scan: over the {int(exact.sum())} units scored exactly"}
+                     for x in r]
         rows += r
         if e["ablation"] == primary:
             units = io.read_parquet(e["scores"]).select("unit", "layer", "head")
