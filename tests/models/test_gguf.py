@@ -379,7 +379,7 @@ def test_smollm2_converts_and_predicts_mary(smollm2_dir):
 
 
 def test_the_ladder_overlay_validates_and_its_parts_are_in_order():
-    """config/ladder.yaml on the default passes the checks the Snakefile runs (schema included); each split model lists its parts 1..n in order."""
+    """config/ladder.yaml on the default passes the checks the Snakefile runs (schema included); every model runs all three tasks on the same settings; each split model lists its parts 1..n in order."""
     import re
     from pathlib import Path
 
@@ -388,7 +388,9 @@ def test_the_ladder_overlay_validates_and_its_parts_are_in_order():
 
     root = Path(__file__).resolve().parents[2]
     cfg = resolve(effective_config(root / "config" / "config.yaml", [root / "config" / "ladder.yaml"]), root)
-    assert cfg["models"]["qwen2.5_coder_1.5b_instruct"]["tasks"]["induction"] is None  # left out
+    tasks = {m: s["tasks"] for m, s in cfg["models"].items()}
+    assert all(set(t) == {"ioi", "induction", "facts"} and all(v is not None for v in t.values()) for t in tasks.values()), tasks
+    assert len({repr(t) for t in tasks.values()}) == 1  # one protocol for every model: the ladder compares like with like
     split = {m: s["gguf"]["parts"] for m, s in cfg["models"].items() if "parts" in s.get("gguf", {})}
     assert len(split) == 3 and "smollm2_135m" in cfg["models"]
     for parts in split.values():
