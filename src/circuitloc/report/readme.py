@@ -4,8 +4,8 @@ form) and the claims table go between their markers, under a measurement note na
     python -m circuitloc.report.readme RESULTS_DIR README.md --note "Measured on ..."
     python -m circuitloc.report.readme LADDER_RESULTS README.md --run ladder --note "..."
 
-`--run ladder` fills the ladder's sections (its Table 1, Table 2 and claims) instead of the
-default run's.
+`--run ladder` fills the ladder's sections (its Table 1 and Table 2 of IOI, Table 1 of the other
+tasks as one table with a task column, and the claims) instead of the default run's.
 """
 
 from __future__ import annotations
@@ -14,18 +14,43 @@ import argparse
 import re
 from pathlib import Path
 
+import polars as pl
+
 from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
+from circuitloc.report.paper_tables import table1_form
+from circuitloc.report.tables import to_markdown
 
 SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
 RUNS = {"default": SECTIONS,
         "ladder": {"ladder_table1": "tables/table1_ioi_zero-query.md",
-                   "ladder_table2": "tables/table2_ioi_zero-query.md", "ladder_claims": "tables/claims.md"}}
+                   "ladder_table2": "tables/table2_ioi_zero-query.md",
+                   "ladder_tasks": ("tables/table1_induction_zero-query.csv", "tables/table1_facts_zero-query.csv"),
+                   "ladder_claims": "tables/claims.md"}}
 
 
 def _body(md: str) -> str:
     """A table's markdown without its '### title' line (the README has its own heading)."""
     return "\n".join(line for line in md.strip().splitlines() if not line.startswith("### ")).strip()
+
+
+def tasks_table(paths: list[Path]) -> str:
+    """Table 1's paper form of several tasks as one markdown table, a task column first and the
+    baseline as "metric value" (each task has its own metric), so the README shows every task of a
+    run without a table per task."""
+    frames = []
+    for path in paths:
+        if not path.is_file():
+            raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
+        task = path.name.removeprefix("table1_").split("_")[0]
+        shown = table1_form(pl.read_csv(path))
+        base = next(c for c in shown.columns if c.startswith("baseline"))
+        metric = base.removeprefix("baseline (").removesuffix(")")
+        shown = shown.with_columns(pl.lit(task).alias("task"),
+                                   (pl.lit(f"{metric} ") + pl.col(base).cast(pl.Utf8)).alias("baseline"))
+        frames.append(shown.select(["task", *("baseline" if c == base else c for c in shown.columns
+                                               if c not in ("task", "baseline"))]))
+    return _body(to_markdown(pl.concat(frames, how="vertical_relaxed"), ""))
 
 
 def fill(readme: str, results: Path, note: str, run: str = "default") -> str:
@@ -35,10 +60,14 @@ def fill(readme: str, results: Path, note: str, run: str = "default") -> str:
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin not in readme or end not in readme:
             raise ArtifactError(f"README: markers {begin} ... {end} not found")
-        path = results / rel
-        if not path.is_file():
-            raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
-        block = f"{begin}\n{note.strip()}\n\n{_body(path.read_text())}\n{end}"
+        if isinstance(rel, tuple):
+            body = tasks_table([results / r for r in rel])
+        else:
+            path = results / rel
+            if not path.is_file():
+                raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
+            body = _body(path.read_text())
+        block = f"{begin}\n{note.strip()}\n\n{body}\n{end}"
         readme = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, readme, flags=re.S)
     return readme
 
