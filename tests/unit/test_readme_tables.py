@@ -43,21 +43,23 @@ def test_missing_markers_or_tables_are_errors(tmp_path):
 
 
 def test_the_ladders_sections_are_its_own(tmp_path):
-    """`--run ladder` fills the ladder's markers (Table 1, Table 2, claims) and leaves the default
-    run's alone."""
+    """`--run ladder` fills the ladder's markers (Table 1 of every task as one table, Table 2,
+    claims) and leaves the default run's alone."""
     res = _results(tmp_path)
     (res / "tables" / "table2_ioi_zero-query.md").write_text("### Table 2\n\n| t2 |\n|---|\n| x |\n")
+    _table1_csv(res, "ioi", "ld", 4.32, "L23H3", 55.0, "")
     _table1_csv(res, "induction", "icl_loss", 1.5, "L1H5", 74.0, "")
     _table1_csv(res, "facts", "margin", 0.038, "L9H2", float("nan"), "clean metric at its floor")
     readme = ("<!-- table1:begin -->keep<!-- table1:end -->\n"
               + "".join(f"<!-- ladder_{n}:begin -->old<!-- ladder_{n}:end -->\n"
-                        for n in ("table1", "table2", "tasks", "claims")))
+                        for n in ("table1", "table2", "claims")))
     out = fill(readme, res, "Ladder note.", run="ladder")
-    assert "keep" in out and "old" not in out and "| t2 |" in out and out.count("Ladder note.") == 4
-    tasks = out.split("<!-- ladder_tasks:begin -->")[1].split("<!-- ladder_tasks:end -->")[0]
+    assert "keep" in out and "old" not in out and "| t2 |" in out and out.count("Ladder note.") == 3
+    tasks = out.split("<!-- ladder_table1:begin -->")[1].split("<!-- ladder_table1:end -->")[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in tasks.splitlines() if line.startswith("| ")]
     header, body = rows[0], rows[1:]
     assert header[:2] == ["task", "model"] and "baseline" in header
+    assert [r[0] for r in body] == ["ioi", "induction", "facts"]
     cell = {(r[0], h): v for r in body for h, v in zip(header, r)}
     assert cell[("induction", "baseline")] == "icl_loss 1.5" and cell[("facts", "baseline")] == "margin 0.038"
     assert cell[("induction", "top unit score")] == "74% [70, 78]" and cell[("facts", "top unit score")] == ""

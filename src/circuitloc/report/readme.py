@@ -4,8 +4,8 @@ form) and the claims table go between their markers, under a measurement note na
     python -m circuitloc.report.readme RESULTS_DIR README.md --note "Measured on ..."
     python -m circuitloc.report.readme LADDER_RESULTS README.md --run ladder --note "..."
 
-`--run ladder` fills the ladder's sections (its Table 1 and Table 2 of IOI, Table 1 of the other
-tasks as one table with a task column, and the claims) instead of the default run's.
+`--run ladder` fills the ladder's sections instead of the default run's: its Table 1 of every task
+as one table with a task column, Table 2 of IOI and the claims.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from circuitloc.report.tables import to_markdown
 
 SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
 RUNS = {"default": SECTIONS,
-        "ladder": {"ladder_table1": "tables/table1_ioi_zero-query.md",
-                   "ladder_table2": "tables/table2_ioi_zero-query.md",
-                   "ladder_tasks": ("tables/table1_induction_zero-query.csv", "tables/table1_facts_zero-query.csv"),
-                   "ladder_claims": "tables/claims.md"}}
+        "ladder": {"ladder_table1": tuple(f"tables/table1_{t}_zero-query.csv" for t in ("ioi", "induction", "facts")),
+                   "ladder_table2": "tables/table2_ioi_zero-query.md", "ladder_claims": "tables/claims.md"}}
 
 
 def _body(md: str) -> str:
