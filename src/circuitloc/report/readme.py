@@ -22,9 +22,11 @@ from circuitloc.report.paper_tables import table1_form
 from circuitloc.report.tables import to_markdown
 
 SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
+# a section given as a tuple of tasks is their Table 1s as one table (`tasks_table`)
 RUNS = {"default": SECTIONS,
-        "ladder": {"ladder_table1": tuple(f"tables/table1_{t}_zero-query.csv" for t in ("ioi", "induction", "facts")),
+        "ladder": {"ladder_table1": ("ioi", "induction", "facts"),
                    "ladder_table2": "tables/table2_ioi_zero-query.md", "ladder_claims": "tables/claims.md"}}
+TABLE1_CSV = "tables/table1_{task}_zero-query.csv"
 
 
 def _body(md: str) -> str:
@@ -32,22 +34,24 @@ def _body(md: str) -> str:
     return "\n".join(line for line in md.strip().splitlines() if not line.startswith("### ")).strip()
 
 
-def tasks_table(paths: list[Path]) -> str:
+def _table(path: Path) -> Path:
+    """`path`, or an error naming it when the run has not written it."""
+    if not path.is_file():
+        raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
+    return path
+
+
+def tasks_table(results: Path, tasks) -> str:
     """Table 1's paper form of several tasks as one markdown table, a task column first and the
     baseline as "metric value" (each task has its own metric), so the README shows every task of a
     run without a table per task."""
     frames = []
-    for path in paths:
-        if not path.is_file():
-            raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
-        task = path.name.removeprefix("table1_").split("_")[0]
-        shown = table1_form(pl.read_csv(path))
+    for task in tasks:
+        shown = table1_form(pl.read_csv(_table(results / TABLE1_CSV.format(task=task))))
         base = next(c for c in shown.columns if c.startswith("baseline"))
         metric = base.removeprefix("baseline (").removesuffix(")")
-        shown = shown.with_columns(pl.lit(task).alias("task"),
-                                   (pl.lit(f"{metric} ") + pl.col(base).cast(pl.Utf8)).alias("baseline"))
-        frames.append(shown.select(["task", *("baseline" if c == base else c for c in shown.columns
-                                               if c not in ("task", "baseline"))]))
+        shown = shown.with_columns(pl.format("{} {}", pl.lit(metric), pl.col(base)).alias(base))
+        frames.append(shown.rename({base: "baseline"}).select(pl.lit(task).alias("task"), pl.all()))
     return _body(to_markdown(pl.concat(frames, how="vertical_relaxed"), ""))
 
 
@@ -58,13 +62,7 @@ def fill(readme: str, results: Path, note: str, run: str = "default") -> str:
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin not in readme or end not in readme:
             raise ArtifactError(f"README: markers {begin} ... {end} not found")
-        if isinstance(rel, tuple):
-            body = tasks_table([results / r for r in rel])
-        else:
-            path = results / rel
-            if not path.is_file():
-                raise ArtifactError(f"{path}: missing; run the workflow first (it writes every table)")
-            body = _body(path.read_text())
+        body = tasks_table(results, rel) if isinstance(rel, tuple) else _body(_table(results / rel).read_text())
         block = f"{begin}\n{note.strip()}\n\n{body}\n{end}"
         readme = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, readme, flags=re.S)
     return readme
