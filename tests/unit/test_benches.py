@@ -110,3 +110,44 @@ def test_busy_profile_from_a_snakemake_log():
     assert prof["tail_s"] == 60 and prof["tail_jobs"] == ["scores_3 task=ioi, model=b"]
     one = bench_run.busy_profile(jobs, cores=1)  # one core: never idle
     assert one["all_busy_share"] == 1.0 and one["tail_s"] == 0
+
+
+def _dtype_run(root: Path, drops: dict, seconds: float, n_prompts: int = 20) -> Path:
+    """A results directory as bench/dtype.py reads it: one scores table, one benchmark file."""
+    import polars as pl
+
+    units = list(drops)
+    (root / "scores" / "ioi" / "m").mkdir(parents=True)
+    pl.DataFrame({"unit": units, "drop": [drops[u] for u in units], "damage": [drops[u] / 4.0 for u in units],
+                  "ld_clean": [4.0] * len(units), "metric": ["ld"] * len(units),
+                  "n_prompts": [n_prompts] * len(units)}).write_parquet(root / "scores" / "ioi" / "m" / "zero-query.parquet")
+    (root / "benchmarks" / "scores" / "ioi").mkdir(parents=True)
+    (root / "benchmarks" / "scores" / "ioi" / "m.tsv").write_text(
+        f"s\th:m:s\tmax_rss\tcpu_time\n{seconds}\t0:00:01\t1\t{seconds / 2}\n")
+    return root
+
+
+def test_dtype_bench_compares_rank_and_time(tmp_path):
+    """bench/dtype.py: Spearman equals numpy's correlation of the drops' ranks, the top-5 overlap and
+    the largest damage difference are counted from the two tables, the speed ratio from the
+    benchmark files; a unit missing from one run leaves the correlation to the common units."""
+    import numpy as np
+
+    import dtype as bench_dtype
+
+    rng = np.random.default_rng(0)
+    a = {f"L0H{i}": float(v) for i, v in enumerate(rng.normal(size=12))}
+    b = {u: v + float(rng.normal(scale=0.5)) for u, v in a.items()}
+    b["L0H99"] = 100.0  # only in the second run: its top unit, outside the join
+    fa, fb = _dtype_run(tmp_path / "a", a, 30.0), _dtype_run(tmp_path / "b", b, 12.0)
+    s = bench_dtype.scores(fa, fb).row(0, named=True)
+    common = list(a)
+    ra = np.argsort(np.argsort([a[u] for u in common]))
+    rb = np.argsort(np.argsort([b[u] for u in common]))
+    assert abs(s["spearman"] - np.corrcoef(ra, rb)[0, 1]) < 1e-12
+    top = lambda d, k: set(sorted(d, key=d.get, reverse=True)[:k])  # noqa: E731
+    assert s["top5"] == len(top(a, 5) & top(b, 5))
+    assert s["top_float32"] == max(a, key=a.get) and s["top_bfloat16"] == "L0H99"
+    assert abs(s["max_damage_diff"] - max(abs(a[u] - b[u]) / 4.0 for u in common)) < 1e-12
+    j = bench_dtype.jobs(fa, fb).row(0, named=True)
+    assert j["job"] == "scores/ioi/m" and j["x_faster"] == 2.5 and j["cpu_bfloat16"] == 6.0
