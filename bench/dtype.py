@@ -3,14 +3,18 @@ scores it finds. Two runs of one config that differ only in the models' `dtype:`
 side. Not a test: it prints tables.
 
     python bench/dtype.py FLOAT32/results BFLOAT16/results
+    python bench/dtype.py --matmul      # this CPU's matrix-product rate in each dtype, one thread
 
 Jobs: every benchmark file (Snakemake's `benchmark:`, one per job) present in both runs, with its
 wall seconds and CPU seconds in each dtype and their ratio. Scores: every scores table
 (`scores/{task}/{model}/{ablation}.parquet`) present in both, with the clean metric in each, the
 top unit and its damage in each, the Spearman correlation of the units' drops, how many of the
 float32 top 5 and top 10 are in bfloat16's, and the largest difference of a unit's damage (its
-drop as a share of clean minus floor). A dataset that depends on the model's logits (facts keeps
-the facts the model knows) may hold other prompts in each dtype; `n_prompts` says how many.
+drop as a share of clean minus floor). `--matmul`: GFLOP/s of one matrix product in float32 and
+bfloat16 (by default Qwen2.5-1.5B's MLP shape on 512 tokens), the CPU's own speed ratio, which
+differs by whether it has bfloat16 instructions (`lscpu`: avx512_bf16, amx_bf16). A dataset
+that depends on the model's logits (facts keeps the facts the model knows) may hold other prompts
+in each dtype; `n_prompts` says how many.
 """
 
 from __future__ import annotations
@@ -73,11 +77,40 @@ def scores(a: Path, b: Path) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def matmul(m: int, k: int, n: int, reps: int = 10) -> dict:
+    """GFLOP/s of an [m, k] x [k, n] product in float32 and bfloat16 on one thread (two warm-ups)."""
+    import time
+
+    import torch
+
+    torch.set_num_threads(1)
+    out = {}
+    for dt in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(m, k).to(dt), torch.randn(k, n).to(dt)
+        for _ in range(2):
+            a @ b
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        out[str(dt).removeprefix("torch.")] = 2 * m * k * n * reps / (time.perf_counter() - t) / 1e9
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("float32", type=Path, help="results directory of the float32 run")
-    ap.add_argument("bfloat16", type=Path, help="results directory of the bfloat16 run")
+    ap.add_argument("float32", type=Path, nargs="?", help="results directory of the float32 run")
+    ap.add_argument("bfloat16", type=Path, nargs="?", help="results directory of the bfloat16 run")
+    ap.add_argument("--matmul", action="store_true", help="time one matrix product in each dtype instead")
+    ap.add_argument("--shape", nargs=3, type=int, default=[512, 1536, 8960], metavar=("M", "K", "N"),
+                    help="--matmul's [M, K] x [K, N] (default: 512 tokens through Qwen2.5-1.5B's MLP)")
     args = ap.parse_args(argv)
+    if args.matmul:
+        r = matmul(*args.shape)
+        print(f"matmul {args.shape}, one thread: float32 {r['float32']:.1f} GFLOP/s, bfloat16 "
+              f"{r['bfloat16']:.1f} GFLOP/s: bfloat16 at {r['bfloat16'] / r['float32']:.2f}x float32's rate")
+        return
+    if args.float32 is None or args.bfloat16 is None:
+        ap.error("give the two results directories (float32, bfloat16), or --matmul")
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250, float_precision=3, fmt_str_lengths=60,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         j = jobs(args.float32, args.bfloat16)
