@@ -24,11 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-
-def _bench(path: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of a benchmark file's last row."""
-    row = pl.read_csv(path, separator="\t").row(-1, named=True)
-    return float(row["s"]), float(row["cpu_time"])
+from circuitloc.report.cost import read_benchmark
+from circuitloc.stats import agreement
 
 
 def jobs(a: Path, b: Path) -> pl.DataFrame:
@@ -38,14 +35,10 @@ def jobs(a: Path, b: Path) -> pl.DataFrame:
         pb = b / "benchmarks" / rel
         if not pb.is_file():
             continue
-        (wa, ca), (wb, cb) = _bench(pa), _bench(pb)
+        (wa, ca), (wb, cb) = ((c["wall_s"], c["cpu_s"]) for c in (read_benchmark(pa), read_benchmark(pb)))
         rows.append({"job": str(rel.with_suffix("")), "s_float32": wa, "s_bfloat16": wb,
                      "cpu_float32": ca, "cpu_bfloat16": cb, "x_faster": wa / wb if wb else float("nan")})
     return pl.DataFrame(rows)
-
-
-def _spearman(x: pl.Series, y: pl.Series) -> float:
-    return pl.DataFrame({"x": x.rank(), "y": y.rank()}).select(pl.corr("x", "y")).item()
 
 
 def scores(a: Path, b: Path) -> pl.DataFrame:
@@ -70,7 +63,7 @@ def scores(a: Path, b: Path) -> pl.DataFrame:
             "top_float32": top_a[0], "top_bfloat16": top_b[0],
             "damage_float32": float(fa.filter(pl.col("unit") == top_a[0])["damage"][0]),
             "damage_bfloat16": float(fb.filter(pl.col("unit") == top_b[0])["damage"][0]),
-            "spearman": _spearman(both["drop"], both["drop_bf16"]),
+            "spearman": agreement(both["drop"], both["drop_bf16"], both["unit"])["spearman"],
             "top5": len(set(top_a[:5]) & set(top_b[:5])), "top10": len(set(top_a[:10]) & set(top_b[:10])),
             "max_damage_diff": float((both["damage"] - both["damage_bf16"]).abs().max()),
         })
