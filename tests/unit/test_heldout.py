@@ -149,6 +149,31 @@ def test_curve_job_runs_only_heldout_prompts_and_table1_reports_both_scores(ioi_
     assert seen[0].tolist() == list(range(12)) and io.read_parquet(curve)["prompts"][0] == "all"
 
 
+def test_a_curve_without_sufficiency_has_the_same_curves_and_control_and_no_cpr(ioi_job, tmp_path):
+    """curves.sufficiency false leaves out MIB's sufficiency rows only: the ranked and greedy rows and
+    the random control are those of the default run, and Table 1's cpr and cmd are empty."""
+    card, data = ioi_job
+    scores = tmp_path / "s.parquet"
+    pipeline.score(_job(card), data, "zero-query", ScoreFiles(scores, tmp_path / "s.prompts.parquet"))
+    cfg = {"n_curve": 100, "max_steps": 3, "methods": ["ranked", "greedy"], "greedy_candidates": 3,
+           "greedy_steps": 2, "control_draws": 2, "prompts": "heldout"}
+    got = {}
+    for on in (True, False):
+        files = CurveFiles(scores, tmp_path / f"c{on}.parquet", tmp_path / f"c{on}.control.parquet")
+        pipeline.curve(_job(card, curves=CurveSettings.of({**cfg, "sufficiency": on})), data, "zero-query", files)
+        got[on] = io.read_parquet(files.curve), io.read_parquet(files.control)
+    (full, full_ctrl), (bare, bare_ctrl) = got[True], got[False]
+    assert sorted(set(full["method"])) == ["greedy", "ranked", "sufficiency"]
+    assert sorted(set(bare["method"])) == ["greedy", "ranked"]
+    kept = full.filter(pl.col("method") != "sufficiency").select(bare.columns)
+    assert kept.equals(bare) and full_ctrl.equals(bare_ctrl)
+    rows = {on: table1("ioi", {"tinyq": card}, {"tinyq": io.read_parquet(scores)}, {"tinyq": c}, 0.8).row(0, named=True)
+            for on, (c, _) in got.items()}
+    assert np.isnan(rows[False]["cpr"]) and np.isnan(rows[False]["cmd"])
+    same = pl.DataFrame([{k: v for k, v in r.items() if k not in ("cpr", "cmd")} for r in rows.values()])
+    assert all(same[c].n_unique() == 1 for c in same.columns)  # every other column unchanged
+
+
 def _facts_rows(n, n_score, vocab):
     """A facts-shaped dataset for the tiny model: random prompts, answers among its tokens."""
     rng = np.random.default_rng(0)

@@ -191,10 +191,28 @@ def test_group_stages_gives_each_model_one_job_for_its_datasets_scores_and_curve
 
 def test_long_jobs_come_first():
     cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "real": {"source": "hf", "hf": "x/r"}})
-    def p(*a):
-        return groups.job_priority(cfg, *a)
+    def p(*a, model="real"):
+        got = groups.job_priority(cfg, *a)
+        return got(SimpleNamespace(model=model)) if callable(got) else got
 
     assert p("model") > p("dataset") > p("scores", ["toy", "real"]) > p("curves", ["toy"]) > p("specificity") > 0
+
+
+def test_the_costliest_pretrained_model_starts_first():
+    def hf(params_b, n_layers, n_heads):
+        return {"source": "hf", "hf": "x/r", "size": {"params_b": params_b, "n_layers": n_layers, "n_heads": n_heads}}
+
+    # cost = parameters x units: "wide" (0.2 x 96) costs more than "deep" (0.1 x 120), "twin" ties "deep"
+    cfg = _config(models={"toy": {"source": "toy", "toy": {}}, "big": hf(1.5, 28, 12), "deep": hf(0.1, 30, 4),
+                          "wide": hf(0.2, 8, 12), "twin": hf(0.1, 30, 4)})
+    assert groups.size_ranks(cfg) == {"big": 3, "deep": 0, "wide": 2, "twin": 0}
+    for stage in ("scores", "curves"):
+        prio = groups.job_priority(cfg, stage, ["toy", "big", "deep", "wide", "twin"])
+        got = {m: prio(SimpleNamespace(model=m)) for m in ("big", "wide", "deep", "twin", "toy")}
+        assert got["big"] > got["wide"] > got["deep"] == got["twin"] == got["toy"] == groups.PRIORITY["pretrained"]
+        assert got["big"] < groups.job_priority(cfg, "dataset")  # datasets still unlock scores first
+    many = _config(models={f"m{i}": hf(0.1 * (i + 1), 10, 10) for i in range(14)})
+    assert max(groups.size_ranks(many).values()) == groups.PRIORITY["dataset"] - groups.PRIORITY["pretrained"] - 1
 
 
 def test_resources_are_callables_per_job():

@@ -116,7 +116,7 @@ def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded
 def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded=None, self_check: bool = True):
     """The cumulative ablation curve in rank order (and greedy, when configured), the sufficiency
     curve (`method` sufficiency: the top units kept and every other ablated, at MIB's fractions,
-    `engine.sufficiency`), and a negative control of random mid-layer units, over the curve prompts
+    `engine.sufficiency`; unless `curves.sufficiency` is false), and a negative control of random mid-layer units, over the curve prompts
     (`job.curves.prompts`, config `curves.prompts`): heldout (default), the first n_curve rows not
     used for scoring, so that the units ranked on the scoring prompts are measured on other prompts;
     or all, the first n_curve rows.
@@ -146,8 +146,8 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
                                                       f"greedy curve {name}/{ablation_name}", cfg.greedy_guided,
                                                       cfg.greedy_audit, cfg.greedy_attribution, cfg.ig_steps),
                                       select=greedy_selection(job, full, ablation_name, aj))
-    # MIB's direction beside ours: keep the top units by |drop| (MIB's absolute score), ablate the rest
-    rows += sufficiency_curve(aj.probe, ranked, order["drop"].to_numpy())
+    if cfg.sufficiency:  # MIB's direction beside ours: keep the top units by |drop| (MIB's absolute score), ablate the rest
+        rows += sufficiency_curve(aj.probe, ranked, order["drop"].to_numpy())
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),
                                      n_prompts=pl.lit(len(aj.df), pl.Int64),
                                      n_units=pl.lit(len(aj.units), pl.Int64),

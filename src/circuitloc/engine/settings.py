@@ -22,8 +22,9 @@ class CurveSettings:
     `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy), and whether
     attribution guides it (`greedy_guided`: None, every candidate run exactly; c, only the c best by
     attribution; `greedy_audit`: share of steps whose whole pool also runs; `greedy_attribution`:
-    linear or ig, with `ig_steps`), and the ranked curve's early stop (`ranked_stop_damage`, None:
-    never; `ranked_stop_patience` steps)."""
+    linear or ig, with `ig_steps`), the ranked curve's early stop (`ranked_stop_damage`, None:
+    never; `ranked_stop_patience` steps), and whether MIB's sufficiency curve runs (`sufficiency`:
+    ~10 forward passes from layer 0 a curve; only CPR and CMD read it, no paper table)."""
 
     methods: tuple[str, ...]
     max_steps: int
@@ -39,6 +40,7 @@ class CurveSettings:
     ig_steps: int = 4
     ranked_stop_damage: float | None = None
     ranked_stop_patience: int = 1
+    sufficiency: bool = True
 
     @classmethod
     def of(cls, cfg: dict) -> CurveSettings:
@@ -64,7 +66,8 @@ class CurveSettings:
                    greedy_attribution=str(cfg.get("greedy_attribution") or "linear"),
                    ig_steps=int(cfg.get("ig_steps") or 4),
                    ranked_stop_damage=float(stop) if stop is not None else None,
-                   ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1))
+                   ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1),
+                   sufficiency=bool(cfg.get("sufficiency", True)))
 
 
 SCORE_METHODS = ("exact", "guided")

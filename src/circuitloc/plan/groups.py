@@ -10,11 +10,12 @@ where a model is large."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from circuitloc.errors import ConfigError
 from circuitloc.plan import paths, registry
-from circuitloc.plan.resources import estimate, requested_keys
+from circuitloc.plan.resources import estimate, model_size, requested_keys
 from circuitloc.plan.views import (
     ablations,
     curve_config,
@@ -30,8 +31,9 @@ from circuitloc.plan.views import (
 # Snakemake starts the ready job of highest priority first. On 2 cores the long jobs (toy training,
 # a pretrained model's score and curve chain) must start early or one of them runs alone at the
 # end: the model stage first, then the short dataset jobs that unlock the scores, then the score
-# and curve jobs of groups with a pretrained (non-toy) model, then the toys' own, then specificity;
-# tables, figures and the rest (seconds each) keep priority 0 and fill the gaps.
+# and curve jobs of groups with a pretrained (non-toy) model (the costlier model's first: 30 + its
+# `size_ranks`), then the toys' own, then specificity; tables, figures and the rest (seconds each)
+# keep priority 0 and fill the gaps.
 PRIORITY = {"model": 50, "dataset": 40, "pretrained": 30, "toy": 20, "specificity": 10}
 
 
@@ -135,13 +137,27 @@ def group_of(config, model) -> list[str]:
     return model_ablations(config, model) if config["group_ablations"] else model_ablations(config, model)[:1]
 
 
-def job_priority(config, stage, group_models=()) -> int:
+def job_priority(config, stage, group_models=()):
     """The `priority:` of a rule: by stage; scores and curves by whether any of the rule's models
-    (`group_models`: those of its ablation group) is pretrained."""
+    (`group_models`: those of its ablation group) is pretrained, and then, per job, by its model's
+    cost (`size_ranks`): the heaviest model's score and curve chain is the run's longest, so on few
+    cores it starts first instead of running alone at the end."""
     if stage in ("scores", "curves", "model_stages"):
-        toys = all(model_spec(config, m).get("source") == "toy" for m in group_models)
-        return PRIORITY["toy" if toys else "pretrained"]
+        if all(model_spec(config, m).get("source") == "toy" for m in group_models):
+            return PRIORITY["toy"]
+        ranks = size_ranks(config)
+        return lambda wc: PRIORITY["pretrained"] + ranks.get(wc.model, 0)
     return PRIORITY[stage]
+
+
+def size_ranks(config) -> dict[str, int]:
+    """Each pretrained model's cost rank: how many pretrained models of the run cost less
+    (parameters x attention units, `plan.resources.model_size`), at most 9, so that a score or
+    curve job stays below the dataset jobs that unlock the scores."""
+    costs = {m: math.prod(model_size(model_spec(config, m))) for m in models(config)
+             if model_spec(config, m).get("source") != "toy"}
+    return {m: min(sum(other < c for other in costs.values()), PRIORITY["dataset"] - PRIORITY["pretrained"] - 1)
+            for m, c in costs.items()}
 
 
 def job_resources(config, stage, per_model=True) -> dict:
