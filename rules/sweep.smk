@@ -22,6 +22,8 @@ rule sweep_tables:
             labels={"output": "Sweep paired test", "task": "{task}", "ablation": "{ablation}"},
         ),
         paired_md="results/tables/sweep_paired_{task}_{ablation}.md",
+        # the per-model rows of the paired table, which the overview resamples for verdict_all's stability
+        models="results/tables/sweep_models_{task}_{ablation}.parquet",
         png=report(
             "results/figures/sweep_{task}_{ablation}.png",
             caption="../report/sweep_figure.rst",

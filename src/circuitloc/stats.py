@@ -10,6 +10,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from circuitloc import intervals
+from circuitloc.seedtests import integer_sign_flip_p
 
 # How every interval over prompts is read off its resamples (drops, curve steps' drops, the clean
 # span; the damage by its span's noise: `intervals.damage_bounds`): studentized (bootstrap-t), because percentile intervals (and BCa, nearly the same for a
@@ -223,9 +224,9 @@ def censored_scores(values, censored) -> np.ndarray:
     below it minus how many are certainly above it. Without censoring this is 2 * midrank - (n + 1)."""
     v, c = np.asarray(values, float), np.asarray(censored, bool)
     n = len(v)
-    less = np.array([[definitely_less(v[i], c[i], v[j], c[j]) for j in range(n)] for i in range(n)],
-                    bool).reshape(n, n)  # n = 0: a comparison without a usable pair has no scores
-    return (less.sum(axis=0) - less.sum(axis=1)).astype(float)  # below i, minus above i
+    # less[i, j]: v_i certainly below v_j (`definitely_less`, for every pair at once)
+    less = ~c[:, None] & np.where(c[None, :], v[:, None] <= v[None, :], v[:, None] < v[None, :])
+    return (less.sum(axis=0) - less.sum(axis=1)).astype(float).reshape(n)  # below i, minus above i
 
 
 def signed_sums(d) -> np.ndarray:
@@ -290,5 +291,7 @@ def paired_censored(a, a_censored, b, b_censored, seed: int = 0) -> dict:
     losses = sum(definitely_less(a[i], ac[i], b[i], bc[i]) for i in range(n))
     scores = censored_scores(np.r_[a, b], np.r_[ac, bc])
     d = scores[n:] - scores[:n]
+    exact = integer_sign_flip_p(d) if n else float("nan")  # Gehan differences are integers: exact at any n
     return {"wins": int(wins), "losses": int(losses), "ties": int(n - wins - losses), "stat": float(d.sum()),
-            "p": sign_flip_p(d, seed=seed) if n else float("nan")}
+            "untied": int(np.sum(d != 0)),  # the pairs the test reads: its smallest p is 2 / 2^untied
+            "p": sign_flip_p(d, seed=seed) if exact is None else exact}

@@ -20,7 +20,10 @@ def _overview():
     for r, (d, p), s in zip(rows, [(-0.2, 0.001), (0.1, 0.002), (-0.05, 0.6)], [1.0, 0.55, 0.9], strict=True):
         r.update({"cpr_diff": d, "cpr_p": p, "cpr_p_holm": p, "verdict_stability": s})
     tables = {("ioi", "zero-query"): pl.DataFrame(rows)}
-    return stability.beside_overview(overview(tables), tables)
+    ov = stability.beside_overview(overview(tables), tables)  # no per-model rows: verdict_all's is null
+    assert ov["verdict_all_stability"].null_count() == 3
+    # verdict_all's own stability, as overview_stability would give it (the table's differs on purpose)
+    return ov.with_columns(verdict_all_stability=pl.Series([0.97, 0.61, 0.88]))
 
 
 def test_the_paragraph_counts_comparisons_significance_and_names_unstable_verdicts():
@@ -30,9 +33,10 @@ def test_the_paragraph_counts_comparisons_significance_and_names_unstable_verdic
     assert "Of its 3 primary comparisons" in text and "6 tests" in text
     assert '1 of 3 say "fewer KV heads more concentrated: yes"' in text
     # a partial verdict names its measure and its direction, and the heads-to measure is named once
-    assert "ioi at dh32: partial (top head significant: fewer-KV more concentrated), stability 0.55" in text
+    # with the stability of the verdict it names (verdict_all's, not its table's 0.55), worded as what it is
+    assert "ioi at dh32: partial (top head significant: fewer-KV more concentrated), in 61% of seed resamples" in text
     assert "greedy greedy" not in text
-    assert "Not stable under resampled seeds (the same verdict in under 80% of resamples): ioi at dh32." in text
+    assert "stable" not in text.lower() and "0.8" not in text  # no threshold that no simulation supports
     # CPR: 2 of 3 significant after the exploratory correction, one each way (not "lower in all three")
     assert "in 2 of 3 comparisons (1 lower, 1 higher for the fewer-KV toy)" in text
 
@@ -42,7 +46,10 @@ def test_the_table_quotes_each_percentage_with_its_clean_metric_and_the_stabilit
     lines = md.splitlines()
     assert len(lines) == 2 + 3
     assert "| ioi | small (KV 1 vs 8) | ld 5 / 4 | 20 → 50 | +30 [29, 31] |" in lines[2]
-    assert lines[2].rstrip(" |").split("|")[-2].strip() == "1.00"  # stability before holds_under
+    cells = [c.strip() for c in lines[3].rstrip(" |").split("|")]
+    # verdict_all's stability (0.61), not verdict_table's (0.55), then the minimum detectable effect
+    assert cells[-3] == "0.61" and "0.55" not in lines[3]
+    assert "share of seed resamples giving it" in lines[0] and "minimum detectable effect" in lines[0]
 
 
 def test_fill_replaces_between_markers_and_names_missing_ones():

@@ -12,5 +12,5 @@ stats = SweepStats.of(params.stats, float(params.ci))
 inputs = SweepInputs(snakemake.input.table1, dict(zip(params.models, snakemake.input.cards, strict=True)), params.meta,
                      snakemake.input.layers[0] if snakemake.input.layers else None)
 summary, per_model = run(write_sweep, job, inputs, stats,
-                         (TableFiles(out.csv, out.md), TableFiles(out.paired, out.paired_md)))
+                         (TableFiles(out.csv, out.md), TableFiles(out.paired, out.paired_md)), out.models)
 run(fig_sweep, job, stats.ci, summary, per_model, FigureFiles(out.png, out.pdf))

@@ -33,6 +33,7 @@ from circuitloc.plan.configload import (
 )
 from circuitloc.plan.groups import check_group_stages
 from circuitloc.plan.hub import check_model_sources
+from circuitloc.plan.power import check_sweep_power
 from circuitloc.plan.sweep import expand as expand_sweep
 from circuitloc.plan.userfiles import check_user_files
 
@@ -133,6 +134,7 @@ def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
     check_ranked_stop(cfg)
     check_scores(cfg)
     check_sweep_primary(cfg)
+    check_sweep_power(cfg)  # a primary family that cannot say yes: refused before any toy trains
     check_group_stages(cfg)
     check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read
     return cfg

@@ -66,8 +66,10 @@ def _compare(o, b, measures, ci) -> dict:
     mean, lo, hi, p = _paired_t(_floats(o["top_head_pct"]), _floats(b["top_head_pct"]), ci)
     if where and where != ["heldout"]:  # in-sample scores: shown, never tested
         p = np.nan
+    d = _floats(o["top_head_pct"]) - _floats(b["top_head_pct"])
+    sd = float(np.std(d[np.isfinite(d)], ddof=1)) if np.isfinite(d).sum() > 1 else np.nan  # the MDE's scale
     row.update({"top_head_pct_diff": mean, "top_head_pct_diff_lo": lo, "top_head_pct_diff_hi": hi,
-                "top_head_pct_p": p})
+                "top_head_pct_diff_sd": sd, "top_head_pct_p": p})
     mean, lo, hi, p = _paired_t(_floats(o["curve_area"]), _floats(b["curve_area"]), ci)
     row.update({"curve_area_diff": mean, "curve_area_diff_lo": lo, "curve_area_diff_hi": hi, "curve_area_p": p})
     # at equal unit counts an affine function of the raw area (same K): the same test, not a second one
@@ -84,7 +86,7 @@ def _compare(o, b, measures, ci) -> dict:
         ok = np.isfinite(bv) & np.isfinite(ov)  # a refused value drops its pair
         test = stats.paired_censored(bv[ok], bc[ok], ov[ok], oc[ok])
         row.update({f"{m}_wins": test["wins"], f"{m}_losses": test["losses"], f"{m}_ties": test["ties"],
-                    f"{m}_p": test["p"], f"{h}_direction": _sign(-test["stat"]),
+                    f"{m}_untied": test["untied"], f"{m}_p": test["p"], f"{h}_direction": _sign(-test["stat"]),
                     f"{h}_censored_pairs": int((bc | oc)[ok].sum())})
     row["direction_top_head"] = _sign(row["top_head_pct_diff"])
     row["direction_curve_area"] = _sign(row["curve_area_diff"])

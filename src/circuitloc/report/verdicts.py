@@ -153,7 +153,7 @@ def _word(d: int) -> str:
     return {1: "says fewer KV more concentrated", -1: "says fewer KV less concentrated"}.get(d, "says neither")
 
 
-def overview(tables: dict, settings: SweepStats | None = None):
+def overview(tables: dict, settings: SweepStats | None = None, by_kind: bool = True):
     """Every paired comparison of the sweep in one table, {(task, ablation): paired table}: what
     the README quotes. Each p-value is given raw, adjusted within its family in its own table (as
     there, `_table`) and within its family over every table (`_all`): the primary family
@@ -165,8 +165,8 @@ def overview(tables: dict, settings: SweepStats | None = None):
     st = settings or SweepStats()
     keep = ["size", "kv_heads", "vs_kv_heads", "vs_unit", "n_units", "mha_n_units", "comparison", "n_pairs",
             "clean_metric", "mha_clean", "clean", "mha_top_head_pct", "top_head_pct", "top_head_pct_diff",
-            "top_head_pct_diff_lo", "top_head_pct_diff_hi", "top_head_prompts", "mha_curve_area", "curve_area",
-            "curve_area_diff", "curve_area_diff_lo", "curve_area_diff_hi", "mha_rescaled_curve_area",
+            "top_head_pct_diff_lo", "top_head_pct_diff_hi", "top_head_pct_diff_sd", "top_head_prompts",
+            "mha_curve_area", "curve_area", "curve_area_diff", "curve_area_diff_lo", "curve_area_diff_hi", "mha_rescaled_curve_area",
             "rescaled_curve_area", "rescaled_curve_area_diff", "mha_cpr", "cpr", "cpr_diff", "cpr_diff_lo",
             "cpr_diff_hi", "mha_cmd", "cmd", "cmd_diff", "cmd_diff_lo", "cmd_diff_hi", "direction_top_head",
             "direction_curve_area", "direction_cpr", "direction_cmd", "direction_heads_to", "verdict_heads_to"]
@@ -186,7 +186,7 @@ def overview(tables: dict, settings: SweepStats | None = None):
                     med, bound = r.get(f"{side}{m}_median"), r.get(f"{side}{m}_median_is_bound")
                     row[f"{side}{h}_median"] = None if med is None or (isinstance(med, float) and np.isnan(med)) \
                         else M_label(med, str(bound) in ("True", "true"))
-                for k in ("wins", "losses", "ties"):
+                for k in ("wins", "losses", "ties", "untied"):
                     row[f"{h}_{k}"] = r.get(f"{m}_{k}")
             for t in tests:
                 row[t] = r.get(t)
@@ -205,7 +205,7 @@ def overview(tables: dict, settings: SweepStats | None = None):
     out = out.with_columns(verdict_all=pl.Series(verdicts, dtype=pl.String),
                            verdict_family=pl.Series([verdict_family(r) for r in out.iter_rows(named=True)],
                                                     dtype=pl.String))
-    return across_kinds(out, st.primary.kinds)
+    return across_kinds(out, st) if by_kind else out  # by_kind False: a resample's verdicts only
 
 
 def verdict_class(text: str | None) -> str:
@@ -243,25 +243,48 @@ def _way(text: str, way: dict) -> str:
     return next((w for k, w in way.items() if k in text), "neither")
 
 
-def across_kinds(out: pl.DataFrame, primary_kinds: tuple) -> pl.DataFrame:
+def across_kinds(out: pl.DataFrame, st: SweepStats) -> pl.DataFrame:
     """Beside each verdict: `verdict_by_kind`, what the same comparison (task, size, KV heads, units)
     says under each ablation kind of the sweep (`verdict_key`: class, measure and direction), and
-    `holds_under`, the kinds whose verdict says the same as the primary kind's, measure and direction
-    included ('every kind', or the list, e.g. 'zero only'): a claim that holds under zero ablation
-    only may be an artefact of replacing a head's output with zeros."""
+    `holds_under`, the kinds whose verdict says the same as the primary kind's ('every kind', or the
+    list, e.g. 'zero only'): a claim that holds under zero ablation only may be an artefact of
+    replacing a head's output with zeros. Every kind is read at one adjustment: its tests adjusted
+    within that kind's copy of the primary family (`sweep.primary` with its kinds replaced by the one
+    kind, and for a row outside the primary units by the row's unit), never the primary kind's
+    against the exploratory family's hundreds; `kinds_adjustment` says how many tests each copy holds."""
     key = ["task", "size", "kv_heads", "vs_kv_heads", "unit", "vs_unit"]
-    by, holds = [], []
-    rows = out.select(key + ["kind", "verdict_all"]).iter_rows(named=True)
+    tests = [t for t in ("top_head_pct_p", *(c for c in out.columns if c.endswith("_frac_p"))) if t in out.columns]
+    rows = list(out.iter_rows(named=True))
+    by_kind, sizes = [""] * len(rows), {}
+    for kind in dict.fromkeys(out["kind"].to_list()):
+        for units in {tuple(st.primary.units) if r["unit"] in st.primary.units else (r["unit"],) for r in rows}:
+            fam = Primary(units, st.primary.measures, (kind,))
+            labels = np.array([[family(r, t, fam) for t in tests] for r in rows], dtype=object).reshape(len(rows), -1)
+            member = labels == PRIMARY
+            p = np.column_stack([_floats(out[t]) for t in tests]).reshape(len(rows), -1)
+            adj = np.full(p.shape, np.nan)
+            adj[member] = stats.P_ADJUST[st.p_adjust](p[member])
+            sizes[(kind, units)] = int(np.isfinite(p[member]).sum())
+            for i, r in enumerate(rows):
+                if r["kind"] == kind and (r["unit"] in units):
+                    fams = {family_column(t): labels[i, j] for j, t in enumerate(tests)}
+                    by_kind[i] = verdict_key(verdict({**r, **fams, **{f"{t}_kind": adj[i, j] for j, t in
+                                                                      enumerate(tests)}}, "kind", st.alpha))
     groups: dict = {}
+    for r, v in zip(rows, by_kind, strict=True):
+        groups.setdefault(tuple(r[k] for k in key), []).append((r["kind"], v))
+    by, holds = [], []
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in key), []).append((r["kind"], verdict_key(r["verdict_all"])))
-    for r in out.select(key).iter_rows(named=True):
         g = groups[tuple(r[k] for k in key)]
         by.append("; ".join(f"{k}: {c}" for k, c in g))
-        ref = next((c for k, c in g if k in primary_kinds), g[0][1])
+        ref = next((c for k, c in g if k in st.primary.kinds), g[0][1])
         same = [k for k, c in g if c == ref]
         holds.append("every kind" if len(same) == len(g) else f"{', '.join(same)} only" if same else "")
-    return out.with_columns(verdict_by_kind=pl.Series(by, dtype=pl.String), holds_under=pl.Series(holds, dtype=pl.String))
+    note = f"{st.p_adjust} within each kind's copy of the primary family: " + ", ".join(
+        f"{k} {n} tests" for (k, u), n in sizes.items() if u == tuple(st.primary.units)) + \
+        f" ({', '.join(st.primary.units)} units; a row under other units: that unit's copy)"
+    return out.with_columns(verdict_by_kind=pl.Series(by, dtype=pl.String), holds_under=pl.Series(holds, dtype=pl.String),
+                            kinds_adjustment=pl.lit(note, pl.String))
 
 
 def M_label(value: float, bounded: bool) -> str:

@@ -4,6 +4,8 @@ jobs have beside their tables are drawn by `figures` from what the writers retur
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from circuitloc import io
@@ -12,7 +14,7 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.plan import registry
 from circuitloc.report import analysis
 from circuitloc.report import claims
-from circuitloc.report import capacity, stability, sweep
+from circuitloc.report import capacity, power, stability, sweep
 from circuitloc.report.analysis import robustness
 from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.paired import paired
@@ -97,13 +99,16 @@ def write_robustness(table1s: dict, out_csv, out_md):
                 "Robustness — MHA vs GQA (top head score, heads-to-80%) under every ablation kind and unit")
 
 
-def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tuple[TableFiles, TableFiles]):
+def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tuple[TableFiles, TableFiles],
+                models_out=None):
     """The sweep's table and paired tests (`out`: their files, in that order) for one task and
     ablation. A toy that failed its held-out checks (`acceptance.enforce: false` in a sweep), shows
     no task behaviour or whose damage the conditioning rule refused is counted, never used.
     `stats`: ci, alpha, p_adjust and the primary family (config `sweep:`). `inputs.layer_table1`:
     for a kv ablation, the Table 1 of the same kind under layer units, so that a KV-1 toy's groups
     (its layers) meet the MHA toy's layers.
+    `models_out`: where the per-model rows go (`table` own, or layers: the layer twin's), which the
+    overview resamples (`stability.overview_stability`).
     Returns (summary, per-model rows) for the figure (`figures.fig_sweep`)."""
 
     task, ablation, ci = job.task, job.ablation, stats.ci
@@ -113,6 +118,9 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     layers = sweep.per_model(io.read_csv(inputs.layer_table1), inputs.meta, passed, task) if inputs.layer_table1 \
         else None
     summary = sweep.summarize(pm, ci)
+    if models_out is not None:
+        io.write_parquet(pl.concat([pm.with_columns(table=pl.lit("own"))] + ([] if layers is None else [
+            layers.with_columns(table=pl.lit("layers"))]), how="diagonal_relaxed"), models_out)
     kind, unit = registry.parse_ablation(ablation)
     pairs = paired(pm, stats, unit, layers, kind)
     n_resamples = stability.resamples(stats.primary, kind, unit)
@@ -135,27 +143,57 @@ def write_sweep(job: TableJob, inputs: SweepInputs, stats: SweepStats, out: tupl
     return summary, pm
 
 
+def sweep_models_path(paired_csv) -> Path:
+    """Where `write_sweep` put the per-model rows of a paired table (beside it)."""
+    p = Path(paired_csv)
+    return p.with_name(p.name.replace("sweep_paired_", "sweep_models_", 1)).with_suffix(".parquet")
+
+
+def _sweep_models(paths: dict) -> dict | None:
+    """{(task, ablation): (per-model rows, layer rows or None)} from each paired table's models file;
+    None when one is missing (a table from before the file, e.g. another run's)."""
+    out = {}
+    for k, p in paths.items():
+        f = sweep_models_path(p)
+        if not f.is_file():
+            return None
+        df = io.read_parquet(f)
+        own, lay = df.filter(pl.col("table") == "own"), df.filter(pl.col("table") == "layers")
+        out[tuple(k.split("/", 1))] = (own.drop("table"), lay.drop("table") if len(lay) else None)
+    return out
+
+
 def write_sweep_overview(paired: dict, out_csv, out_md, opts: dict, extra: dict | None = None):
     """Every paired comparison of the sweep in one table ({"task/ablation": paired csv}), with p
-    adjusted within its family over all of them (`verdicts.overview`; opts as for `write_sweep`).
+    adjusted within its family over all of them (`verdicts.overview`; opts as for `write_sweep`),
+    each verdict's stability (`stability.beside_overview`: `verdict_all_stability` from the per-model
+    rows `write_sweep` put beside each paired table) and its minimum detectable effect (`power`).
     `extra`: {"task (label)/ablation": paired csv} of another run (config `sweep.adjust_with`, e.g.
     facts ranked by accuracy), adjusted together."""
 
     paths = {**paired, **(extra or {})}
     tables = {tuple(k.split("/", 1)): io.read_csv(p, ("seeds",)) for k, p in paths.items()}
     st = SweepStats.of(opts)
-    df = stability.beside_overview(overview(tables, st), tables)
+    data = _sweep_models(paths)
+    df = power.with_mde(stability.beside_overview(overview(tables, st), tables, data, st), st)
     n = {f: int(df[f"n_tests_{f}_all"][0]) if len(df) else 0 for f in (sweep.PRIMARY, sweep.EXPLORATORY)}
     units = ", ".join(st.primary.units)
+    resamples = (f"{stability.PRIMARY_RESAMPLES} resamples for a primary verdict, {stability.EXPLORATORY_RESAMPLES} "
+                 "for the others" if data is not None else "not computed: a table without its per-model rows")
     write_table(df, out_csv, out_md, f"Sweep overview — every task, unit and size against MHA: p raw, "
                 f"{st.p_adjust}-adjusted within its family in its table (_table) and over every table (_all): the "
                 f"primary family ({', '.join(st.primary.measures)} under {units} units and "
                 f"{', '.join(st.primary.kinds)} ablation, every task: {n[sweep.PRIMARY]} "
                 f"tests) on its own, the {n[sweep.EXPLORATORY]} other tests as an exploratory family; rows at "
                 "different unit counts are described, not tested; verdict_table and verdict_all: one verdict function "
-                "on the table's directions, with the one or the other adjustment; verdict_by_kind and holds_under: "
-                "what the same comparison says under each ablation kind, and the kinds that agree with the primary one; "
-                "verdict_table_stability: the share of seed resamples giving verdict_table again")
+                "on the table's directions, with the one or the other adjustment; verdict_table_stability and "
+                "verdict_all_stability: the share of seed resamples giving the same verdict (measure and direction) "
+                f"beside which each stands (verdict_all's: one draw of the seeds for every table, {resamples}); "
+                "yes_threshold .. mde_top_head_pct: whether a yes was reachable and the minimum detectable effect "
+                "(docs/method.md); verdict_by_kind and holds_under: what the same comparison says under each ablation "
+                "kind, each kind adjusted within its copy of the primary family (kinds_adjustment), and the kinds "
+                "that agree with the primary one")
+    return df
 
 
 def write_claims(cards: dict, tables: dict, threshold: float, out_csv, out_md) -> pl.DataFrame:
