@@ -16,6 +16,7 @@ Per-prompt distributions of the drop (the noise around each prompt's mean):
   normal  N(0, 1)
   skewed  exponential (skewness 2): most prompts barely move, a few a lot
   heavy   lognormal(0, 1) (skewness 6): a handful of prompts carry the drop
+  t3      Student's t with 3 degrees of freedom: symmetric, a few prompts far out on either side
 The last lines: the top unit chosen on the scoring prompts, its interval from those same prompts
 (in-sample) and from held-out prompts, against the chosen unit's true drop.
 """
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from circuitloc import stats  # noqa: E402  (after the path insert)
 
 PROMPTS = (10, 20, 60, 180)  # the shipped prompt counts: ioi n_score 20, facts 60, ioi curves 180
-DISTS = ("normal", "skewed", "heavy")
+DISTS = ("normal", "skewed", "heavy", "t3")
 QUANTITIES = ("drop", "damage", "curve")
 CURVE_DAMAGE = np.array([0.2, 0.4, 0.6, 0.8, 0.95])  # the true damage of each curve step
 SPAN = (4.0, 1.0)  # clean - floor per prompt: mean and sd (a metric well above its floor)
@@ -60,6 +61,8 @@ def noise(rng, dist: str, shape) -> np.ndarray:
     if dist == "heavy":
         s2 = 1.0  # lognormal(0, 1): mean e^0.5, variance (e - 1) e
         return (rng.lognormal(0.0, 1.0, shape) - np.exp(s2 / 2)) / np.sqrt((np.exp(s2) - 1) * np.exp(s2))
+    if dist == "t3":  # Student's t, 3 degrees of freedom (variance 3): symmetric, heavy tails both ways
+        return rng.standard_t(3, shape) / np.sqrt(3.0)
     raise ValueError(f"unknown distribution {dist!r}: expected one of {', '.join(DISTS)}")
 
 

@@ -4,7 +4,9 @@ depends on how noisy its denominator (the clean-minus-floor span) is.
 Every function takes one row per ratio, numerator `num` [U, N] and denominator `den` [U, N] (or one
 [N] shared by every row), and the resample weights `w` [B, N] (`stats.bootstrap_weights`), so the
 same code reads the intervals of a run's units and of thousands of simulated prompt sets at once
-(tests/unit/test_coverage.py measures its coverage that way).
+(tests/unit/test_coverage.py measures its coverage that way). The damage interval is studentized where
+the span is quiet, Fieller's where it is noisy, and widened where the prompts are skewed
+(`damage_bounds`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,21 @@ from scipy.special import ndtr, ndtri, stdtrit
 
 RATIO_METHODS = ("percentile", "bca", "studentized", "fieller")
 # The span's relative standard error se(mean span) / |mean span| (= its per-prompt CV / sqrt(N))
-# above which the studentized ratio interval under-covers and the percentile one is used
+# above which the studentized ratio interval under-covers and Fieller's interval is used
 # (tests/unit/test_coverage.py measures both sides of the cut; docs/method.md quotes the table).
 NOISY_SPAN = 0.1
-# A run's damage interval "may under-cover" (tables: `*_ci_note`) with fewer prompts than this, or
-# where the per-prompt influence of the ratio (drop - damage x span) has a sample skewness beyond
-# SKEWED: the skewed and heavy-tailed cases in which the coverage test measures < 0.93.
+# A run's prompts are "skewed" where the per-prompt influence of the ratio (drop - damage x span) or
+# the span itself has a sample skewness beyond SKEWED: its damage interval is then widened to the
+# hull of its own interval and the percentile and studentized intervals at level WIDE_CI (method
+# `WIDENED`), which brings the skewed and heavy-tailed cases of the coverage test to 0.93 at 20
+# prompts or more, all but one (docs/method.md). Fewer than MIN_PROMPTS prompts: the interval may
+# under-cover (the flag).
 MIN_PROMPTS = 20
 SKEWED = 1.0
-UNDERCOVER = "interval may under-cover"
+WIDE_CI = 0.99
+WIDENED = "widened"
+SKEWED_NOTE = "interval widened (skewed prompts)"
+FEW_NOTE = f"interval may under-cover (fewer than {MIN_PROMPTS} prompts)"
 
 
 def _rows(num, den):
@@ -44,7 +52,7 @@ def span_rse(den) -> np.ndarray:
 
 def damage_method(den) -> np.ndarray:
     """Per row: "studentized" where the span is quiet (relative se <= `NOISY_SPAN`), else
-    "percentile" (the studentized interval under-covers there: its standard error is a linearization
+    "fieller" (the studentized interval under-covers there: its standard error is a linearization
     that fails as the span nears 0)."""
     return np.where(span_rse(den) <= NOISY_SPAN, "studentized", "fieller")
 
@@ -128,31 +136,59 @@ def _fieller(d, s, est, t) -> tuple:
     return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
 
 
+def _skew(x) -> np.ndarray:
+    """Sample skewness of each row of x [U, N]; 0 where a row has no spread."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = x - x.mean(axis=1, keepdims=True)
+        g = np.mean(e ** 3, axis=1) / np.mean(e ** 2, axis=1) ** 1.5
+    return np.where(np.isfinite(g), g, 0.0)
+
+
 def influence_skew(num, den) -> np.ndarray:
     """Per row: the sample skewness of drop - damage x span over prompts (the ratio's per-prompt
     influence); 0 where it has no spread."""
     d, s = _rows(num, den)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = d - (d.mean(axis=1) / s.mean(axis=1))[:, None] * s
-        e = e - e.mean(axis=1, keepdims=True)
-        g = np.mean(e ** 3, axis=1) / np.mean(e ** 2, axis=1) ** 1.5
-    return np.where(np.isfinite(g), g, 0.0)
+    return _skew(np.where(np.isfinite(e), e, 0.0))
+
+
+def skewed(num, den) -> np.ndarray:
+    """Per row: are the prompts skewed, |skewness| beyond `SKEWED` of the ratio's per-prompt
+    influence (`influence_skew`) or of the span? Such a row's damage interval is widened."""
+    d, s = _rows(num, den)
+    return (np.abs(influence_skew(d, s)) > SKEWED) | (np.abs(_skew(s)) > SKEWED)
 
 
 def may_undercover(num, den) -> np.ndarray:
-    """Per row: does the run fall where the coverage test finds the damage interval below 0.93
-    (fewer than `MIN_PROMPTS` prompts, or |`influence_skew`| > `SKEWED`)?"""
+    """Per row: fewer than `MIN_PROMPTS` prompts, where the coverage test finds the damage interval
+    below 0.93 in some cases whatever the method (docs/method.md)."""
     d, _ = _rows(num, den)
-    return (d.shape[1] < MIN_PROMPTS) | (np.abs(influence_skew(num, den)) > SKEWED)
+    return np.full(d.shape[0], d.shape[1] < MIN_PROMPTS)
 
 
 def damage_bounds(num, den, w, ci: float = 0.95) -> tuple:
-    """(lo, hi, method, may under-cover) of each row's damage, its method chosen by
-    `damage_method` from the span."""
+    """(lo, hi, method, fewer than `MIN_PROMPTS` prompts) of each row's damage: its method chosen
+    by `damage_method` from the span; where the prompts are `skewed`, the hull of that interval and
+    the percentile and studentized intervals at level 1 - (1 - ci) / 5 (`WIDE_CI` at ci 0.95),
+    method `WIDENED`."""
     d, s = _rows(num, den)
     method = damage_method(s)
     lo, hi = np.full(d.shape[0], np.nan), np.full(d.shape[0], np.nan)
     for m in np.unique(method):
         rows = method == m
         lo[rows], hi[rows] = ratio_bounds(d[rows], s[rows], w, ci, str(m))
+    wide = skewed(d, s) & np.isfinite(lo) & np.isfinite(hi)  # an unbounded interval stays unbounded
+    if wide.any():
+        level = 1 - (1 - ci) * (1 - WIDE_CI) / 0.05
+        for m in ("percentile", "studentized"):
+            a, b = ratio_bounds(d[wide], s[wide], w, level, m)
+            lo[wide], hi[wide] = np.fmin(lo[wide], a), np.fmax(hi[wide], b)
+        method = np.where(wide, WIDENED, method)
     return lo, hi, method, may_undercover(d, s)
+
+
+def note(method, few) -> str:
+    """The tables' note on one damage interval (`*_ci_note`): `SKEWED_NOTE` where it was widened,
+    `FEW_NOTE` with fewer than `MIN_PROMPTS` prompts, both joined by '; ', else ''."""
+    return "; ".join(n for n, on in ((SKEWED_NOTE, method == WIDENED), (FEW_NOTE, bool(few))) if on)

@@ -41,9 +41,11 @@ def kept_units(fraction: float, n_units: int) -> int:
 
 def mib_order(units: list, drops) -> list:
     """`units` (given in the necessity ranking: signed drop, descending) reordered by |drop|,
-    largest first, as MIB ranks components by absolute score; ties keep the given order."""
-    d = np.abs(np.nan_to_num(np.asarray(drops, float), nan=-np.inf))
-    return [units[i] for i in np.argsort(-d, kind="stable")]
+    largest first, as MIB ranks components by absolute score; ties keep the given order; a unit
+    whose drop is NaN (no score) comes last, never kept before a scored one."""
+    d = np.abs(np.asarray(drops, float))
+    key = np.where(np.isnan(d), -np.inf, d)  # after the absolute value: NaN last, not first
+    return [units[i] for i in np.argsort(-key, kind="stable")]
 
 
 def faithfulness(circuit, model: float, empty: float):

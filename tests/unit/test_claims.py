@@ -81,14 +81,70 @@ def test_top_head_necessary(drops, flips, expect):
     assert verdict(claims.top_head_necessary, {claims.IOI_T1: t1([{"model": m} for m in GQA2]), claims.IOI_T2: t2}, GQA2) == expect
 
 
-@pytest.mark.parametrize("largest, hi, expect", [([1.0, 2.0], [3.0, 4.0], claims.HOLDS),
-                                                 ([1.0, 7.0], [3.0, 9.0], claims.FAILS),
-                                                 ([1.0, 4.0], [3.0, 6.0], claims.UNTESTABLE)])
-def test_random_heads(largest, hi, expect):
-    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": v / 2, "control_drop_pct_max": v,
-                        "control_max_drop_pct_lo": v - 1, "control_max_drop_pct_hi": h, "control_draws": 4}
-                       for m, v, h in zip(GQA2, largest, hi)])
-    assert verdict(claims.random_heads_harmless, {claims.IOI_T2: t2}, GQA2) == expect
+@pytest.mark.parametrize("adj_lo, adj_hi, expect", [([0.5, 1.0], [3.0, 4.5], claims.HOLDS),
+                                                    ([0.5, 5.0], [3.0, 9.0], claims.FAILS),
+                                                    ([0.5, 3.0], [3.0, 6.0], claims.INCONCLUSIVE),
+                                                    ([0.5, float("nan")], [3.0, float("nan")], claims.INCONCLUSIVE)])
+def test_random_heads(adj_lo, adj_hi, expect):
+    """Symmetric: a draw's Bonferroni lower bound at 5% fails it, every upper bound below 5% holds
+    it, anything else (or no interval) is inconclusive; the largest draw's point estimate (7.0 in
+    every row here) decides nothing."""
+    t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": 2.0, "control_drop_pct_max": 7.0 if lo < 5 else 8.0,
+                        "control_max_drop_pct_lo": 1.0, "control_max_drop_pct_hi": 9.0, "control_draws": 10,
+                        "control_adj_level": 0.995, "control_adj_lo_max": lo, "control_adj_hi_max": hi}
+                       for m, lo, hi in zip(GQA2, adj_lo, adj_hi)])
+    row = claims.random_heads_harmless(claims.Run({claims.IOI_T2: t2}, GQA2, 0.8))
+    assert row["verdict"] == expect, row
+    if expect == claims.INCONCLUSIVE:
+        assert "reaches across 5%" in row["reason"] or "no interval" in row["reason"]
+
+
+def _control_runs(true_pcts, runs=200, n=60, seed=0):
+    """Table 2's control columns of `runs` simulated models whose draws have the given true damages
+    (% of clean; floor 0), each measured on n prompts with a standard error near 1%: the draws'
+    intervals from stats.drop_intervals, the columns from tables._control_max_interval."""
+    import numpy as np
+
+    from circuitloc import stats
+    from circuitloc.report.tables import _control_max_interval
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(runs):
+        clean = 4 + 0.5 * rng.normal(size=n)
+        ablated = clean[None, :] * (1 - np.asarray(true_pcts)[:, None] / 100) + 0.31 * rng.normal(size=(len(true_pcts), n))
+        iv = stats.drop_intervals(clean, ablated, True, stats.Bootstrap(1000, i), floor=0.0)
+        pct = 100 * (clean.mean() - ablated.mean(axis=1)) / clean.mean()
+        ctrl = pl.DataFrame({"damage_lo": iv["damage_lo"], "damage_hi": iv["damage_hi"]})
+        out.append({"model": "q05", "control_drop_pct_max": float(pct.max()), "control_drop_pct_mean": float(pct.mean()),
+                    "control_draws": len(true_pcts), **_control_max_interval(ctrl, pct, True, n)})
+    return out
+
+
+def test_the_control_claim_is_not_fooled_by_the_largest_of_ten_harmless_draws():
+    """Ten draws truly at 3%: the largest draw's point estimate reaches 5% in a fair share of runs
+    (selection), yet the claim says "does not hold" in at most 5% of them; add one draw truly at
+    20% and it says "does not hold" in every run."""
+    one = {"q05": GQA2["q05"]}
+    harmless = _control_runs([3.0] * 10)
+    verdicts = [claims.random_heads_harmless(claims.Run({claims.IOI_T2: pl.DataFrame([r])}, one, 0.8))["verdict"]
+                for r in harmless]
+    old_rule = sum(r["control_drop_pct_max"] >= 5 for r in harmless) / len(harmless)
+    assert old_rule >= 0.1, old_rule  # the point rule's false alarms, which the claim must not repeat
+    assert verdicts.count(claims.FAILS) / len(verdicts) <= 0.05, verdicts.count(claims.FAILS)
+    assert harmless[0]["control_adj_level"] == pytest.approx(0.995)
+    harmful = _control_runs([3.0] * 10 + [20.0], runs=50, seed=1)
+    verdicts = [claims.random_heads_harmless(claims.Run({claims.IOI_T2: pl.DataFrame([r])}, one, 0.8))["verdict"]
+                for r in harmful]
+    assert verdicts == [claims.FAILS] * 50
+
+
+def test_the_control_claim_holds_when_every_draw_is_clearly_below_the_cut():
+    one = {"q05": GQA2["q05"]}
+    quiet = _control_runs([0.5] * 10, runs=20, n=180, seed=2)
+    verdicts = {claims.random_heads_harmless(claims.Run({claims.IOI_T2: pl.DataFrame([r])}, one, 0.8))["verdict"]
+                for r in quiet}
+    assert verdicts == {claims.HOLDS}
 
 
 def stab(model, same, n=30, freq=0.9):

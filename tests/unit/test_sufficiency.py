@@ -229,3 +229,12 @@ def test_node_importances_are_keyed_as_mib_names_nodes(tmp_path):
     write_importances(TableJob("ioi", "zero-kv"), {"toy": card_path}, {"toy": scores_path}, out)
     back = json.loads((out / "ioi_toy" / "importances.json").read_text())
     assert {"cfg", "nodes", "edges"} <= set(back) and back["nodes"]["a0.h2"]["score"] == 2.0
+
+
+def test_mib_order_keeps_a_nan_drop_last():
+    """|drop| largest first; a unit without a score (NaN drop) is ranked after every scored one,
+    never kept first (it was: NaN mapped to -inf, then made +inf by the absolute value)."""
+    from circuitloc.sufficiency import mib_order
+
+    assert mib_order(["a", "b", "c", "d"], [.5, .2, float("nan"), -.3]) == ["a", "d", "b", "c"]
+    assert mib_order(["a", "b", "c"], [float("nan"), -1.0, 0.0]) == ["b", "c", "a"]

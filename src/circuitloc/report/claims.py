@@ -1,7 +1,7 @@
 """The paper's claims beside this run's numbers: one row per claim of "Architecture, Not Scale"
 (arXiv 2605.08853), the models of the run it applies to, the measured value with its interval, and
-"holds" / "does not hold" / "not testable in this run" (or "not testable (one seed)" where only a toy
-pair could test it) with the reason and what would make it testable (`testable_when`). Computed
+"holds" / "does not hold" / "inconclusive" (measured, but the intervals reach across the claim's
+cut) / "not testable in this run" (or "not testable (one seed)" where only a toy pair could test it) with the reason and what would make it testable (`testable_when`). Computed
 from the run's tables and model cards, never written by hand. The claims judged on draws and
 resamples (the random control, easy against hard inputs) are in claims_draws.
 
@@ -22,6 +22,7 @@ from circuitloc.report.claims_draws import CONTROL_HARMLESS, random_heads_harmle
 from circuitloc.report.claims_pairing import (  # noqa: F401  (the claims' vocabulary, re-exported)
     FAILS,
     HOLDS,
+    INCONCLUSIVE,
     ONE_SEED,
     UNTESTABLE,
     Claim,
@@ -31,7 +32,7 @@ from circuitloc.report.claims_pairing import (  # noqa: F401  (the claims' vocab
     row_of as _row,
     split_pairs,
 )
-from circuitloc.report.paper_tables import as_float, pct
+from circuitloc.report.paper_tables import as_float, ci_note, pct
 
 IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
@@ -55,6 +56,14 @@ def _heads_to(row: dict, threshold: float) -> tuple[float, bool] | None:
     if math.isnan(v) or row.get("damage_ok") in (False, "False"):
         return None
     return v, row.get(f"{name}_bounded") in (True, "True")
+
+
+def _ci_notes(rows: dict) -> str:
+    """' (model: note; ...)' for the Table 1 rows ({model: row}) whose held-out top unit interval
+    carries a note (`top_head_pct_heldout_ci_note`: widened, or may under-cover), else ''."""
+    notes = [f"{m}: {n}" if len(rows) > 1 else n for m, r in rows.items()
+             if (n := ci_note((r or {}).get("top_head_pct_heldout_ci_note")))]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _label(v: float, bounded: bool) -> str:
@@ -123,16 +132,17 @@ def top_head_ratio(run: Run) -> dict:
         lo_b, hi_b = as_float(b.get("top_head_pct_heldout_lo")), as_float(b.get("top_head_pct_heldout_hi"))
         ratios.append(mb / ma)
         # a conservative interval for the ratio: the extremes of the two intervals
-        intervals.append((lo_b / hi_a if hi_a > 0 else math.nan, hi_b / lo_a if lo_a > 0 else math.inf))
+        intervals.append((lo_b / hi_a if hi_a > 0 else math.nan, hi_b / lo_a if lo_a > 0 else math.inf,
+                          _ci_notes({p.gqa: b, p.mha: a})))
         used += [p.mha, p.gqa]
         parts.append(f"{p.label}: {p.gqa} {mb:.0f}% / {p.mha} {ma:.0f}% = {mb / ma:.2f}x")
     if not ratios:
         return _untestable(cid, text, "no matched pair has a top head score on both sides")
     inside = all(RATIO_RANGE[0] <= r <= RATIO_RANGE[1] for r in ratios)
     decisive = all(hi < RATIO_RANGE[0] or lo > RATIO_RANGE[1] or (RATIO_RANGE[0] <= lo and hi <= RATIO_RANGE[1])
-                   for lo, hi in intervals)
+                   for lo, hi, _ in intervals)
     return Claim(cid, text, used, "; ".join(parts),
-                 "; ".join(f"[{lo:.2f}, {hi:.2f}]" for lo, hi in intervals), HOLDS if inside else FAILS,
+                 "; ".join(f"[{lo:.2f}, {hi:.2f}]{note}" for lo, hi, note in intervals), HOLDS if inside else FAILS,
                  ("ratio interval from the two 95% intervals' extremes" +
                   ("" if decisive else "; the interval reaches across 4-8x, so the verdict rests on the point estimate")
                   + f"; {rule}")).row()
@@ -192,7 +202,8 @@ def top_head_necessary(run: Run) -> dict:
         parts.append(f"{m}: {pct(drop)}{' (sign flips)' if flip else ''}")
         lo, hi = ((as_float(r1.get("top_head_pct_heldout_lo")), as_float(r1.get("top_head_pct_heldout_hi")))
                   if r1 else (0, 0))
-        ivals.append(f"{m}: [{lo:.0f}, {hi:.0f}]" if r1 and not (math.isnan(lo) or math.isnan(hi)) else None)
+        ivals.append(f"{m}: [{lo:.0f}, {hi:.0f}]{_ci_notes({m: r1})}" if r1 and not (math.isnan(lo) or math.isnan(hi))
+                     else None)
     if not used:
         return _untestable(cid, text, "no GQA model's clean IOI logit difference lies above its floor")
     bare = [m for m, i in zip(used, ivals) if i is None]

@@ -12,6 +12,7 @@ import polars as pl
 from circuitloc.report.claims_pairing import (
     FAILS,
     HOLDS,
+    INCONCLUSIVE,
     UNTESTABLE,
     Claim,
     Run,
@@ -30,37 +31,49 @@ SUPPORT = 0.8  # a half's top unit "dominates" when at least 80% of the half's r
 
 
 def random_heads_harmless(run: Run) -> dict:
-    """Holds when every model's largest control draw removes less than CONTROL_HARMLESS and its
-    interval stays below it; does not hold when any model's largest draw reaches it (a mean over
-    draws would let negative draws cancel a harmful one); otherwise not decided."""
+    """Judged on every draw's interval at once (Bonferroni: each at level 1 - 0.05 / draws, Table 2's
+    control_adj_*), the same way in both directions: does not hold when some draw's lower bound
+    reaches CONTROL_HARMLESS, holds when every draw's upper bound stays below it, otherwise
+    inconclusive (and so without an interval). The largest draw's point estimate decides nothing:
+    the largest of ten draws is inflated by the selection (ten units truly at 3%, each measured
+    with a standard error of 1%, reach 5% one run in five)."""
     text = (f"Single random units from the control's layers (Table 2's control_rule) do no damage: each draw "
             f"removes less than {CONTROL_HARMLESS:g}% of the IOI logit difference (zero ablation)")
     claim = Claim("ioi_random_heads_harmless", text, testable="control draws (curves.control_draws > 0) on curve "
-                  "prompts with a bootstrap (bootstrap:), so that the largest draw has an interval; more curve "
-                  "prompts (tasks.ioi.n_curve) narrow it")
+                  "prompts with a bootstrap (bootstrap:), so that every draw has an interval; more curve "
+                  "prompts (tasks.ioi.n_curve) narrow them")
     if why := missing(run, IOI_T2):
         return Claim(claim.cid, text, reason=why, testable=claim.testable).row()
     rows = [r for r in run.table(IOI_T2).iter_rows(named=True) if math.isfinite(real(r.get("control_drop_pct_max")))]
     if not rows:
         return Claim(claim.cid, text, reason="no model has a control draw", testable=claim.testable).row()
-    parts, ivals, harm, open_, bare = [], [], False, False, []
+    parts, ivals, harm, open_, bare = [], [], [], [], []
     for r in rows:
         top, lo, hi = real(r["control_drop_pct_max"]), real(r.get("control_max_drop_pct_lo")), \
             real(r.get("control_max_drop_pct_hi"))
+        adj_lo, adj_hi, level = real(r.get("control_adj_lo_max")), real(r.get("control_adj_hi_max")), \
+            real(r.get("control_adj_level"))
         parts.append(f"{r['model']}: largest of {r.get('control_draws')} draws {top:.1f}% "
                      f"(mean {real(r.get('control_drop_pct_mean')):.1f}%)")
-        harm |= top >= CONTROL_HARMLESS
-        if math.isfinite(lo) and math.isfinite(hi):
-            ivals.append(f"{r['model']}: [{lo:.1f}, {hi:.1f}]")
-            open_ |= hi >= CONTROL_HARMLESS
-        else:
+        if math.isnan(adj_lo) or math.isnan(adj_hi):
             bare.append(r["model"])
-    verdict = FAILS if harm else UNTESTABLE if open_ else HOLDS
+            continue
+        ivals.append(f"{r['model']}: largest draw [{lo:.1f}, {hi:.1f}]; every draw at {100 * level:.3g}%: "
+                     f"lower bounds <= {adj_lo:.1f}, upper bounds <= {adj_hi:.1f}")
+        if adj_lo >= CONTROL_HARMLESS:
+            harm.append(r["model"])
+        elif adj_hi >= CONTROL_HARMLESS:
+            open_.append(r["model"])
+    verdict = FAILS if harm else INCONCLUSIVE if open_ or bare else HOLDS
     rules = "; ".join(dict.fromkeys(str(r.get("control_rule")) for r in rows if r.get("control_rule")))
-    reason = (f"judged on each model's largest draw: does not hold when it reaches {CONTROL_HARMLESS:g}%, holds "
-              f"when it and its 95% interval stay below; drawn: {rules or 'control_rule not recorded'}"
-              + ("; the largest draw's interval reaches the cut, so the run cannot tell" if verdict == UNTESTABLE
-                 else "") + (f"; no interval for {', '.join(bare)} (run without a bootstrap)" if bare else ""))
+    why = {FAILS: f"some draw's lower bound reaches {CONTROL_HARMLESS:g}% ({', '.join(harm)})",
+           HOLDS: f"every draw's upper bound stays below {CONTROL_HARMLESS:g}%",
+           INCONCLUSIVE: "; ".join(
+               ([f"a draw's interval reaches across {CONTROL_HARMLESS:g}% ({', '.join(open_)})"] if open_ else [])
+               + ([f"no interval for {', '.join(bare)} (run without a bootstrap)"] if bare else []))}[verdict]
+    reason = (f"judged on every draw's interval at once, each at the Bonferroni level 1 - 0.05 / draws (Table 2's "
+              f"control_adj_*): does not hold when a lower bound reaches {CONTROL_HARMLESS:g}%, holds when every "
+              f"upper bound stays below, else inconclusive; {why}; drawn: {rules or 'control_rule not recorded'}")
     return Claim(claim.cid, text, tuple(r["model"] for r in rows), "; ".join(parts), "; ".join(ivals), verdict,
                  reason, claim.testable).row()
 

@@ -97,6 +97,7 @@ class Run:
 
 HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable in this run"
 ONE_SEED = "not testable (one seed)"  # a toy pair is one training seed: no answer about MHA and GQA
+INCONCLUSIVE = "inconclusive"  # measured, but the intervals reach across the claim's cut
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,10 @@ def landing(claims: pl.DataFrame, table1: pl.DataFrame | None, headline: tuple[s
         rst_table(claims, "The paper's claims (arXiv 2605.08853), checked on this run", CLAIM_COLUMNS),
         ("A verdict is only as strong as its numbers: a toy pair is one seed, so a claim about MHA against GQA "
          "is 'not testable (one seed)' on toys. Not testable means this run lacks the models, prompts or "
-         "draws the claim needs (the reason says which; testable_when says what would decide it).\n"),
+         "draws the claim needs (the reason says which; testable_when says what would decide it); inconclusive, "
+         "that it measured them but the intervals reach across the claim's cut. An interval with a note "
+         "(widened for skewed prompts, or may under-cover with few prompts) says so in the claim's interval "
+         "and in Table 1's note column.\n"),
     ]
     if table1 is not None:
         parts += [rst_table(table1_form(table1), f"Table 1: {task}, {ablation} ablation"), TABLE1_READ]

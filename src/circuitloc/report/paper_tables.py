@@ -34,6 +34,11 @@ def pct(v, lo=None, hi=None) -> str:
     return f"{_whole(v)}%" + ("" if math.isnan(lo) or math.isnan(hi) else f" [{_whole(lo)}, {_whole(hi)}]")
 
 
+def ci_note(v) -> str:
+    """An interval's note cell (`*_ci_note`) as text: '' for a missing one (null, NaN, empty)."""
+    return v.strip() if isinstance(v, str) else ""
+
+
 def _params(n) -> str:
     if n is None:
         return ""
@@ -69,12 +74,15 @@ def _of_units(r: dict) -> str:
     return f"{eff} *" if eff and r.get("scores_note") else eff  # * with estimated unit scores (the note says)
 
 
-def _note(r: dict):
-    """The row's damage note and, after a guided scan, which numbers include estimated unit scores."""
-    note = r.get("damage_note") or ""
+def _note(r: dict, intervals: dict | None = None):
+    """The row's damage note, the notes on the intervals it shows (`intervals`: {shown column:
+    its `*_ci_note` column}, e.g. 'top unit score: interval widened (skewed prompts)') and, after a
+    guided scan, which numbers include estimated unit scores."""
+    parts = [str(r.get("damage_note") or "")]
+    parts += [f"{shown}: {r[col]}" for shown, col in (intervals or {}).items() if ci_note(r.get(col))]
     if r.get("scores_note"):
-        note = "; ".join(n for n in (str(note), f"* {r['scores_note']}") if n)
-    return note
+        parts.append(f"* {r['scores_note']}")
+    return "; ".join(p for p in parts if p)
 
 
 def table1_form(df: pl.DataFrame) -> pl.DataFrame:
@@ -92,7 +100,7 @@ def table1_form(df: pl.DataFrame) -> pl.DataFrame:
                                       r.get("top_head_pct_heldout_hi"))}
         row.update({_threshold_label(c): _count(r, c) for c in counts})
         row.update({"curve area": _num(r.get("curve_area")), "effective units": _of_units(r),
-                    "note": _note(r)})
+                    "note": _note(r, {"top unit score": "top_head_pct_heldout_ci_note"})})
         rows.append(row)
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
 

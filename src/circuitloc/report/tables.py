@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 from tabulate import tabulate
 
-from circuitloc import io
+from circuitloc import intervals, io
 from circuitloc import metrics
 from circuitloc import sufficiency
 from circuitloc.io import frame
@@ -33,9 +33,9 @@ def _top_label(row) -> dict:
 
 
 def _ci_note(row) -> str:
-    """`intervals.UNDERCOVER` where the run's damage interval falls in a case the coverage test
-    finds below 0.93 (docs/method.md), else ""."""
-    return "interval may under-cover" if row.get("damage_ci_undercover") else ""
+    """The damage interval's note (`intervals.note`): widened where the prompts are skewed, may
+    under-cover with fewer than 20 prompts (docs/method.md's coverage table), else ""."""
+    return intervals.note(row.get("damage_ci"), row.get("damage_ci_undercover") in (True, "True", "true"))
 
 
 def scores_note(s: pl.DataFrame) -> str:
@@ -213,21 +213,40 @@ def _condition_row(row: dict, threshold: float) -> dict:
     return row
 
 
-def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool) -> dict:
-    """control_max_drop_pct_lo/hi: the 95% interval of the draw with the largest damage (NaN
-    without a bootstrap, draws or a damage percentage)."""
+def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool, n_prompts: int = 0, ci: float = 0.95) -> dict:
+    """control_max_drop_pct_lo/hi: the `ci` interval of the draw with the largest damage (NaN
+    without a bootstrap, draws or a damage percentage); and the draws' simultaneous bounds, each
+    draw's interval at the Bonferroni level 1 - (1 - ci) / draws (`control_adj_level`), read off its
+    `ci` interval by scaling each side's distance from the estimate by the ratio of Student's t
+    quantiles (n_prompts - 1 degrees of freedom) of the two levels: `control_adj_lo_max`, the largest
+    lower bound of any draw, `control_adj_hi_max`, the largest upper bound (what the control claim
+    judges: `claims_draws.random_heads_harmless`)."""
     ok = len(ctrl) and pct_ok and "damage_lo" in ctrl.columns
     i = int(np.argmax(ctrl_pct)) if ok else 0
-    return {f"control_max_drop_pct_{s}": 100 * float(ctrl[f"damage_{s}"][i]) if ok else np.nan for s in ("lo", "hi")}
+    out = {f"control_max_drop_pct_{s}": 100 * float(ctrl[f"damage_{s}"][i]) if ok else np.nan for s in ("lo", "hi")}
+    k = len(ctrl)
+    level = 1 - (1 - ci) / k if k else np.nan
+    out.update(control_adj_level=level, control_adj_lo_max=np.nan, control_adj_hi_max=np.nan)
+    if ok:
+        from scipy.special import stdtrit  # here: only Table 2 needs it
+
+        df = max(int(n_prompts) - 1, 1)
+        scale = stdtrit(df, 1 - (1 - ci) / (2 * k)) / stdtrit(df, 1 - (1 - ci) / 2)
+        est = np.asarray(ctrl_pct, float)
+        lo, hi = 100 * ctrl["damage_lo"].to_numpy(), 100 * ctrl["damage_hi"].to_numpy()
+        with np.errstate(invalid="ignore"):  # an unbounded side stays unbounded
+            out["control_adj_lo_max"] = float(np.max(est - (est - lo) * scale))
+            out["control_adj_hi_max"] = float(np.max(est + (hi - est) * scale))
+    return out
 
 
 def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None,
-           min_heldout: int = 0) -> pl.DataFrame:
+           min_heldout: int = 0, ci: float = 0.95) -> pl.DataFrame:
     """Per model: the top unit alone and random control units, on the curve prompts (held-out
     unless `curve_prompts` says all): any non-top unit of a model with fewer than six layers, else
     of its middle third of layers (`metrics.control_layers`; `control_rule` says which);
     percentages only where the conditioning rule allows them (`damage_condition`; else empty, with
-    `damage_note`)."""
+    `damage_note`). `ci`: the level of the control draws' intervals (config bootstrap.ci)."""
     rows = []
     for model, card in cards.items():
         c = curves[model]
@@ -257,7 +276,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             # the largest draw's damage interval over prompts (the control claim judges that draw)
-            **_control_max_interval(ctrl, ctrl_pct, pct_ok),
+            **_control_max_interval(ctrl, ctrl_pct, pct_ok, int(c["n_prompts"][0]), ci),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             **({"scores_note": scores_note(scores[model])} if scores and scores_note(scores[model]) else {}),
             "task_behaviour": behaves,
