@@ -22,10 +22,12 @@ numpy breaks the rule too), and the checker is shown to fail on planted violatio
 from __future__ import annotations
 
 import ast
-import os
+import contextlib
+import functools
+import importlib
 import shutil
-import subprocess
 import sys
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
 import pytest
@@ -59,10 +61,17 @@ def _modules(src: Path) -> dict[str, Path]:
     return out
 
 
-def _imports(name: str, path: Path) -> list[tuple[str, bool, int]]:
+def _imports(name: str, path: Path) -> tuple[tuple[str, bool, int], ...]:
     """(absolute module name, imported at module level?, line) of every import in the file."""
-    tree = ast.parse(path.read_text())
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return _imports_of(name, path.name == "__init__.py", path.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(name: str, is_package: bool, source: str) -> tuple[tuple[str, bool, int], ...]:
+    """`_imports` of a module's source, parsed once per source text (the planted checks below copy
+    the package and change one file: the other files are not parsed again)."""
+    tree = ast.parse(source)
+    package = name if is_package else name.rpartition(".")[0]
     top = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
     # a module-level `if TYPE_CHECKING:` or try/except import still runs at import time
     for n in tree.body:
@@ -82,7 +91,7 @@ def _imports(name: str, path: Path) -> list[tuple[str, bool, int]]:
             out.append((mod, id(node) in top, node.lineno))
             # `from circuitloc.report import sweep` imports the submodule sweep
             out += [(f"{mod}.{a.name}", id(node) in top, node.lineno) for a in node.names]
-    return out
+    return tuple(out)
 
 
 def _wing(name: str) -> str:
@@ -204,21 +213,47 @@ def test_the_checker_finds_a_planted_violation(tmp_path, rel, code, expect):
     assert any(expect in v for v in found), found
 
 
+def _ours(name: str) -> bool:
+    return name == "circuitloc" or name.startswith("circuitloc.")
+
+
+@contextlib.contextmanager
+def _compile_once():
+    """Each source compiled once while it lasts: the check below imports every module again for each
+    module (about 2000 imports), and without .pyc files (PYTHONDONTWRITEBYTECODE) most of its time
+    was compiling the same sources again. Code is reused only for identical bytes of one path."""
+    code, compile_ = {}, SourceFileLoader.source_to_code
+
+    def once(self, data, path, *, _optimize=-1):
+        if (path, data) not in code:
+            code[path, data] = compile_(self, data, path, _optimize=_optimize)
+        return code[path, data]
+
+    SourceFileLoader.source_to_code = once
+    try:
+        yield
+    finally:
+        SourceFileLoader.source_to_code = compile_
+
+
 def test_every_module_imports_on_its_own():
     """Each module imported first, in a clean circuitloc namespace: a circle hidden from the import
-    statements (a registry that imports task modules by name) fails here."""
-    code = ("import importlib, sys\n"
-            f"names = {sorted(_modules(SRC))!r}\n"
-            "bad = []\n"
-            "for n in names:\n"
-            "    for k in [k for k in sys.modules if k == 'circuitloc' or k.startswith('circuitloc.')]:\n"
-            "        del sys.modules[k]\n"
-            "    try:\n"
-            "        importlib.import_module(n)\n"
-            "    except Exception as e:\n"
-            "        bad.append(f'{n}: {type(e).__name__}: {e}')\n"
-            "print('\\n'.join(bad))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(SRC.parent), "HF_HUB_OFFLINE": "1"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "", out.stdout
+    statements (a registry that imports task modules by name) fails here. In this process (the
+    third-party packages it has loaded stay; no interpreter is started), every circuitloc module
+    removed from sys.modules before each import, and the test's own modules put back after."""
+    saved = {k: m for k, m in sys.modules.items() if _ours(k)}
+    bad = []
+    try:
+        with _compile_once():
+            for n in sorted(_modules(SRC)):
+                for k in [k for k in sys.modules if _ours(k)]:
+                    del sys.modules[k]
+                try:
+                    importlib.import_module(n)
+                except Exception as e:
+                    bad.append(f"{n}: {type(e).__name__}: {e}")
+    finally:
+        for k in [k for k in sys.modules if _ours(k)]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+    assert not bad, "modules that fail when imported first:\n" + "\n".join(bad)

@@ -14,6 +14,8 @@ from circuitloc.models.build import build_model
 from circuitloc.plan import groups, views
 from circuitloc.resume import Stash
 
+pytestmark = pytest.mark.slow  # a staged rerun (pyproject's slow marker)
+
 ABLATIONS = ["zero-query", "mean-kv"]
 
 

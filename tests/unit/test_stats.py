@@ -191,6 +191,7 @@ def test_exact_sign_flip_to_20_pairs_matches_monte_carlo_within_its_error():
     assert sign_flip_p(np.ones(21), n_mc=1000) == pytest.approx(1 / 1001)  # beyond 20: Monte Carlo
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_intervals_cover_at_twenty_prompts():
     """bench/coverage.py's measurement at the shipped ioi scoring count (20 prompts): the jobs'
     intervals (studentized) cover the truth of drops, damage ratios and curve steps in >= 93% of

@@ -75,6 +75,7 @@ def _mc_bar(rate_level: float, n: int) -> float:
     return rate_level + 3 * np.sqrt(rate_level * (1 - rate_level) / n)
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_equal_concentration_at_different_unit_counts_gets_no_test_and_no_verdict():
     """16 MHA heads against the KV-1 toy's 2 kv groups, both from one latent concentration: the
     unit-count comparison is described (no p-value, no verdict); the KV-1 groups meet the MHA toy's
@@ -112,6 +113,7 @@ def test_equal_concentration_at_different_unit_counts_gets_no_test_and_no_verdic
     assert np.mean(np.array(old) < ALPHA) > 0.9
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_paired_tests_hold_their_level_on_null_sweeps():
     """MHA and KV-1 toys of one latent concentration at equal unit counts (16 query heads each): each
     paired test rejects at alpha in at most alpha plus Monte Carlo error of the simulated sweeps, and
@@ -128,6 +130,7 @@ def test_paired_tests_hold_their_level_on_null_sweeps():
     assert np.mean(rejected) <= bar
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_one_measures_effect_is_partial_never_yes():
     """A real top-head effect (KV-1 top head +15 points) and none in heads-to: the old rule (one
     significant, the other merely the same sign) said 'yes' in 39% of such sweeps; now 'yes' needs
@@ -197,6 +200,7 @@ def test_the_primary_family_is_configured_and_checked():
         validate(bad, str(ROOT / "config" / "schema.yaml"))
 
 
+@pytest.mark.slow  # a simulation: the sweep job's verdict stability resamples the sweep 200 times
 def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
     """The sweep job of a kv ablation reads the layer Table 1 (rules: sweep_layer_table) and writes
     the like-for-like row beside the descriptive one; the markdown names both families."""

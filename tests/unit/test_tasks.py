@@ -134,20 +134,37 @@ def test_fahamu_errors_name_the_file_column_and_cache(tmp_path, fahamu_file):
         fahamu.read_fahamu(bad, 10, 0)
 
 
-@pytest.mark.parametrize("file,name", [(None, "mecha_ioi_200k.parquet"), ("26m", "mecha_ioi_26m.parquet")])
-def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(tmp_path, file, name):
+FAHAMU_FILES = {None: "mecha_ioi_200k.parquet", "26m": "mecha_ioi_26m.parquet"}
+
+
+@pytest.fixture(scope="module")
+def offline_fahamu_errors(tmp_path_factory):
+    """{file: what fahamu_source says} for each file of FAHAMU_FILES, offline with an empty hub cache:
+    one fresh interpreter for all (the hub client reads HF_HUB_OFFLINE and the cache when imported)."""
     import os
     import subprocess
     import sys
 
-    cache = tmp_path / "hf" / "hub"
-    src = {"kind": "fahamu", **({"file": file} if file else {})}
+    home = tmp_path_factory.mktemp("fahamu")
+    cache = home / "hf" / "hub"
+    sources = [{"kind": "fahamu", **({"file": f} if f else {})} for f in FAHAMU_FILES]
     code = ("from circuitloc.tasks import fahamu\nfrom circuitloc.errors import DatasetError\n"
-            f"try:\n    fahamu.fahamu_source({src!r})\nexcept DatasetError as e:\n    print(e)\nelse:\n    print('no error')")
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
+            f"for src in {sources!r}:\n"
+            "    try:\n        fahamu.fahamu_source(src)\n    except DatasetError as e:\n        print(e)\n"
+            "    else:\n        print('no error')\n"
+            "    print('-- next --')")
+    env = {**os.environ, "HF_HOME": str(home / "hf"), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    msg = out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    said = out.stdout.split("-- next --\n")
+    assert len(said) == len(FAHAMU_FILES) + 1, out.stdout + out.stderr
+    return cache, dict(zip(FAHAMU_FILES, said))
+
+
+@pytest.mark.parametrize("file,name", FAHAMU_FILES.items())
+def test_fahamu_offline_empty_cache_names_cache_and_fetch_command(offline_fahamu_errors, file, name):
+    cache, said = offline_fahamu_errors
+    msg = said[file]
     assert str(cache) in msg, msg
     assert f"hf download fahamu/ioi {name} --repo-type dataset" in msg, msg
 

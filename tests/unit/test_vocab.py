@@ -147,7 +147,7 @@ def test_table_and_figure_jobs_do_not_import_torch():
             "writers.write_sweep, writers.write_stability, writers.write_robustness, figures.fig_scale\n"
             "from circuitloc.report import analysis, sweep\n"
             "print(sorted(k for k in ('torch', 'transformers', 'transformer_lens') if k in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=smk_env(), timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=smk_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
 

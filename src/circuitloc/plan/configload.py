@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 from pathlib import Path
 
 import yaml
@@ -65,7 +66,7 @@ def load_layer(path) -> dict:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506  (a safe loader)
+        data = copy.deepcopy(_parsed(path.read_text()))
     except DuplicateKey as e:
         raise ConfigError(f"config file {path}: {e}") from e
     except yaml.YAMLError as e:
@@ -75,6 +76,13 @@ def load_layer(path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a mapping of keys to values, got {type(data).__name__}")
     return data
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, loader=_UniqueKeyLoader):
+    """A YAML text as `loader` reads it, parsed once per text (a plan, and the tests, read the same
+    config files and the schema many times; callers take a deep copy to change)."""
+    return yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
 
 
 def cli_values(value):
@@ -214,7 +222,8 @@ _Validator = _with_defaults(Draft202012Validator)
 
 
 def load_schema(schema_path) -> dict:
-    return yaml.safe_load(Path(schema_path).read_text())
+    """The schema file (parsed once per text, `_parsed`; a copy the caller may change)."""
+    return copy.deepcopy(_parsed(Path(schema_path).read_text(), yaml.SafeLoader))
 
 
 _TYPES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
