@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import circuitloc as cl
+from circuitloc.errors import ConfigError
 
 TEXTS = ["when Mary and John went to the store , John gave a drink to",
          "when Tom and Anna went to the garden , Anna gave a book to",
@@ -67,3 +68,60 @@ def test_own_prompts_on_a_local_model_score_as_a_hand_computation(tiny_dirs, tmp
         assert row["drop"] == pytest.approx(clean - ablated, rel=1e-4, abs=1e-5)
     with pytest.raises(ValueError, match="answer 'Mary John' is 2 tokens"):
         cl.own_prompts(model, TEXTS[:1], ["Mary John"], ["John"])
+
+
+@pytest.fixture(scope="module")
+def tiny_api_model(tiny_dirs, tmp_path_factory):
+    run = cl.Run(workdir=tmp_path_factory.mktemp("api"), bootstrap={"n": 20})
+    return run, run.model(str(tiny_dirs["qwen_gqa"]), name="tiny_qwen")
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("Zork", "answer 'Zork' is not in this tokenizer's vocabulary (it maps to the unknown token '<unk>'): "
+             "give a token it knows (or its id)"),
+    (-1, "answer id -1 is outside this model's vocabulary (ids 0 to {last})"),
+    (10**6, "answer id 1000000 is outside this model's vocabulary (ids 0 to {last})"),
+    (True, "answer True: give one token as text (a str) or its id (an int)"),
+])
+def test_own_prompts_refuse_an_unknown_token_answer_or_an_id_outside_the_vocabulary(tiny_api_model, answer, message):
+    """An answer the tokenizer maps to its unknown token would score <unk> for every word it lacks;
+    id -1 would index the last logit: each is one line, not a row."""
+    _run, model = tiny_api_model
+    last = model.loaded()[0].get_output_embeddings().weight.shape[0] - 1
+    with pytest.raises(ValueError) as e:
+        cl.own_prompts(model, TEXTS[:1], [answer], ["John"])
+    assert str(e.value) == message.format(last=last)
+    with pytest.raises(ValueError, match="^wrong answer id -1 is outside"):
+        cl.own_prompts(model, TEXTS[:1], ["Mary"], [-1])
+    # an id inside the vocabulary, and the unknown token's own id, given as an id, stay allowed
+    tok = model.loaded()[1]
+    data = cl.own_prompts(model, TEXTS[:1], [last], [tok.unk_token_id])
+    assert data.rows["io_id"].to_list() == [last] and data.rows["s_id"].to_list() == [tok.unk_token_id]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"n_scroe": 4}, "Run.prompts: tasks.ioi: unknown key 'n_scroe' (did you mean 'n_score'?)"),
+    ({"n": "many"}, "Run.prompts: tasks.ioi.n = 'many': expected an integer"),
+    ({"source": {"kind": "fahamu", "pth": "x.parquet"}},
+     "Run.prompts: tasks.ioi.source: unknown key 'pth' (did you mean 'path'?)"),
+])
+def test_prompts_settings_are_checked_as_the_configs_task_block(tiny_api_model, settings, message):
+    run, model = tiny_api_model
+    with pytest.raises(ConfigError) as e:
+        run.prompts(model, "ioi", **settings)
+    assert str(e.value) == message
+    with pytest.raises(ConfigError, match=r"^Run.prompts: tasks.facts.metric: not a setting of the prompts"):
+        run.prompts(model, "facts", metric="accuracy")
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"source": "hf"}, "load_model: models.m: missing the required key 'hf'"),
+    ({"hf": "gpt2"}, "load_model: models.m: missing the required key 'source'"),
+    ({"source": "hf", "hf": "gpt2", "dtpye": "float32"}, "load_model: models.m: unknown key 'dtpye' (did you mean 'dtype'?)"),
+    ({"source": "hub", "hf": "gpt2"}, "load_model: models.m.source = 'hub': expected one of toy, gguf, hf"),
+])
+def test_a_model_block_without_its_source_is_named_not_a_key_error(tmp_path, block, message):
+    with pytest.raises(ConfigError) as e:
+        cl.load_model(block, name="m", workdir=tmp_path)
+    assert str(e.value) == message
+    assert not list(tmp_path.iterdir())  # refused before anything was built

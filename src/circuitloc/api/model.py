@@ -4,15 +4,22 @@ card made here is the card a run would make."""
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from circuitloc.engine.select import engine_of
+from circuitloc.errors import ConfigError
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.build import build_model
 from circuitloc.models.load import load_engine
 from circuitloc.plan import paths
+from circuitloc.plan.configload import check_unknown_keys, load_schema, validate
+from circuitloc.plan.workflow_config import SCHEMA
+
+# the checkout: the schema a model config block is checked against
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -44,6 +51,20 @@ def spec_of(source) -> dict:
     if text.endswith(".gguf"):
         return {"source": "gguf", "gguf": {"path": text}}
     return {"source": "hf", "hf": text}
+
+
+def check_block(name: str, spec: dict, who: str = "load_model") -> None:
+    """A model config block checked as a run config's `models.<name>` is (unknown keys, the schema:
+    a source, and the key that source reads): each problem one line of a ConfigError, named as in a
+    config (`load_model: models.m: missing the required key 'hf'`), not a KeyError from the build."""
+    schema = load_schema(ROOT / SCHEMA)
+    sub = {"$defs": schema.get("$defs", {}), "type": "object", "properties": {"models": schema["properties"]["models"]}}
+    block = {"models": {name: copy.deepcopy(spec)}}  # the schema's defaults go into the copy
+    try:
+        check_unknown_keys(block, sub)
+        validate(block, sub)
+    except ConfigError as e:
+        raise ConfigError("\n".join(ln.replace("config: ", f"{who}: ", 1) for ln in str(e).splitlines())) from None
 
 
 def _card_file(source) -> Path | None:
@@ -80,6 +101,10 @@ def load_model(source, name: str | None = None, device: str = "cpu", workdir=".c
         return Model(ModelCard.read(card_file), device)
     spec = spec_of(source)
     if name is None:
-        where = spec.get("hf") or (spec.get("gguf") or {}).get("path") or "model"
+        gguf = spec.get("gguf") if isinstance(spec.get("gguf"), dict) else {}
+        where = spec.get("hf") if isinstance(spec.get("hf"), str) else gguf.get("path")
+        where = where if isinstance(where, str) and where else "model"
         name = Path(str(where).rstrip("/")).name.removesuffix(".gguf")
+    if isinstance(source, dict):
+        check_block(name, spec)
     return Model(build(name, spec, workdir), device)

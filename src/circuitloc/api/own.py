@@ -4,6 +4,8 @@ and the floor 0 (the model no longer prefers the answer), so every stage runs th
 
 from __future__ import annotations
 
+import numbers
+
 import polars as pl
 
 from circuitloc.api.model import Model
@@ -11,13 +13,29 @@ from circuitloc.api.run import TaskData
 from circuitloc.tasks.common import encode, mark_scoring
 
 
-def _token(tok, answer, what: str) -> int:
-    """A token id given as an id, or as text that must be exactly one token (" Mary")."""
-    if isinstance(answer, int):
-        return answer
+def _vocab_size(hf, tok) -> int:
+    """The logits' width: the ids a metric may read (the output embedding's rows, else the tokenizer's size)."""
+    out = hf.get_output_embeddings() if hasattr(hf, "get_output_embeddings") else None
+    weight = getattr(out, "weight", None)
+    return int(weight.shape[0]) if weight is not None else len(tok)
+
+
+def _token(tok, answer, what: str, n_vocab: int) -> int:
+    """A token id given as an id in [0, n_vocab), or as text that must be exactly one token (" Mary")
+    the tokenizer knows: text it maps to its unknown token would score that token, for every answer
+    it does not know alike."""
+    if isinstance(answer, bool) or not isinstance(answer, (int, numbers.Integral, str)):
+        raise ValueError(f"{what} {answer!r}: give one token as text (a str) or its id (an int)")
+    if not isinstance(answer, str):
+        if not 0 <= int(answer) < n_vocab:
+            raise ValueError(f"{what} id {int(answer)} is outside this model's vocabulary (ids 0 to {n_vocab - 1})")
+        return int(answer)
     ids = tok(answer, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         raise ValueError(f"{what} {answer!r} is {len(ids)} tokens for this tokenizer: give one token (or its id)")
+    if tok.unk_token_id is not None and ids[0] == tok.unk_token_id and answer.strip() != tok.unk_token:
+        raise ValueError(f"{what} {answer!r} is not in this tokenizer's vocabulary (it maps to the unknown token "
+                         f"{tok.unk_token!r}): give a token it knows (or its id)")
     return int(ids[0])
 
 
@@ -29,11 +47,12 @@ def own_prompts(model: Model, texts, answers, wrong, n_score: int | None = None,
     if not (len(texts) == len(answers) == len(wrong)) or not texts:
         raise ValueError(f"own_prompts: {len(texts)} texts, {len(answers)} answers, {len(wrong)} wrong answers: "
                          "give one answer and one wrong answer per text")
-    tok = model.loaded()[1]
+    hf, tok = model.loaded()
+    n_vocab = _vocab_size(hf, tok)
     rows = pl.DataFrame({
         "input_ids": [encode(tok, t, model.card.prepend_bos) for t in texts],
-        "io_id": [_token(tok, a, "answer") for a in answers],
-        "s_id": [_token(tok, w, "wrong answer") for w in wrong],
+        "io_id": [_token(tok, a, "answer", n_vocab) for a in answers],
+        "s_id": [_token(tok, w, "wrong answer", n_vocab) for w in wrong],
         "template": list(groups) if groups is not None else [0] * len(texts),
     })
     return TaskData("ioi", mark_scoring(rows, len(texts) // 2 if n_score is None else int(n_score)), model.name)

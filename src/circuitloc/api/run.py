@@ -21,8 +21,10 @@ from circuitloc.engine.datasets import build_dataset
 from circuitloc.engine.job import AblationJob
 from circuitloc.engine.pipeline import curve, for_each_ablation, score
 from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
-from circuitloc.plan import views
-from circuitloc.plan.workflow_config import layered, provenance, resolve
+from circuitloc.errors import ConfigError
+from circuitloc.plan import registry, views
+from circuitloc.plan.configload import check_unknown_keys, load_schema, validate
+from circuitloc.plan.workflow_config import SCHEMA, layered, provenance, resolve
 from circuitloc.report.tables import table1
 
 # the checkout: the embedded default config, the schema and the shipped resources
@@ -38,6 +40,30 @@ class TaskData:
     task: str
     rows: pl.DataFrame
     model: str
+
+
+def check_settings(task: str, settings: dict) -> None:
+    """`Run.prompts`' settings checked as a config's `tasks.<task>` block is (unknown keys, the
+    schema's types and bounds; a task of your own: its module's keys, unchecked here as in a config),
+    each problem one line of a ConfigError naming the key (`Run.prompts: tasks.ioi: unknown key
+    'n_scroe' (did you mean 'n_score'?)`), so that a misspelt setting is not the config's value."""
+    base = registry.base_task(task).name
+    schema = load_schema(ROOT / SCHEMA)
+    tasks = schema["properties"]["tasks"]
+    own = tasks["properties"].get(base) or tasks["additionalProperties"]
+    block = {k: v for k, v in own.items() if k != "required"}  # on top of the config's: none is required
+    sub = {"$defs": schema.get("$defs", {}), "type": "object",
+           "properties": {"tasks": {"type": "object", "properties": {base: block}}}}
+    given = {"tasks": {base: dict(settings)}}
+    try:
+        check_unknown_keys(given, sub)
+        validate(given, sub)
+        if "metric" in settings:
+            raise ConfigError(f"config: tasks.{base}.metric: not a setting of the prompts (the dataset does not "
+                              f"depend on it): set it on the Run, Run(tasks={{{base!r}: {{'metric': ...}}}})")
+    except ConfigError as e:
+        raise ConfigError("\n".join(ln.replace("config: ", "Run.prompts: ", 1) for ln in str(e).splitlines())) \
+            from None
 
 
 class Run:
@@ -81,6 +107,7 @@ class Run:
         """The task's prompts for the model, built by the task's dataset builder with the config's
         settings for it (`settings` on top: `n=40`, `n_score=10`, `source={"kind": "fahamu", "path":
         ...}` for IOI from a fahamu parquet, ...)."""
+        check_settings(task, settings)
         cfg = {**views.dataset_config(self._view(model), task, model.name), **settings}
         with tempfile.TemporaryDirectory() as d:
             build_dataset(self.settings(model, task), cfg, None, f"{d}/data.parquet", f"{d}/filter.json",
