@@ -33,6 +33,12 @@ SETTINGS = {
     "two_threads": {"CIRCUITLOC_BENCH_THREADS": "2"},
     "unpinned": {"CIRCUITLOC_KERNELS": "host"},  # the host's kernels even in a pinned run
 }
+# MKL's branches, each on ATen's AVX2 path, training unpinned (--settings mkl_branches): on a CPU that
+# is not Intel's, MKL honours COMPATIBLE only and runs every other branch as AUTO (its documentation
+# says so; this shows it on the machine at hand: identical weights mean the same branch ran)
+MKL_BRANCHES = {f"mkl_{b.lower()}": {"CIRCUITLOC_KERNELS": "host", "ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": b}
+                for b in ("AUTO", "AVX2", "AVX512", "SSE4_2", "COMPATIBLE")}
+SETTINGS.update(MKL_BRANCHES)
 
 
 def worker(model: str, config: str, steps: int, out: Path) -> None:
@@ -76,7 +82,7 @@ def main(argv=None) -> None:
     ap.add_argument("--config", default=str(ROOT / "config/sweep_capacity.yaml"))
     ap.add_argument("--model", default="sweep_small_kv1_s0")
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names of SETTINGS")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names of SETTINGS, or mkl_branches (MKL's branches side by side)")
     ap.add_argument("--unpinned", action="store_true", help="train without the job's pinning (kernels.pin)")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -84,7 +90,7 @@ def main(argv=None) -> None:
         return worker(a.model, a.config, a.steps, a.worker)
     import torch
 
-    names = a.settings.split(",")
+    names = list(MKL_BRANCHES) if a.settings == "mkl_branches" else a.settings.split(",")
     print(f"toy {a.model} ({a.config}), {a.steps} steps, torch {torch.__version__}, host ATen capability "
           f"{torch.backends.cpu.get_cpu_capability()}, training {'unpinned' if a.unpinned else 'pinned'}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -234,3 +234,73 @@ def test_checkpoint_is_copied_and_rechecked_here(facts_path, tmp_path):
     with pytest.raises(ToyTrainingError, match="missing toy_facts.json"):
         toy.train_toy(ck, tmp_path / "bad", log=lambda m: None)
     assert not (tmp_path / "bad").exists()
+
+
+def test_packed_rows_compute_what_each_row_computes_alone(facts_path):
+    """corpus.pack puts several rows in one sequence: each row keeps its positions, attends only to
+    its own earlier tokens, and its logits equal those of the padded row; the loss (both kinds) and
+    its gradients equal the padded batch's, on fewer positions."""
+    from circuitloc.models.toy.corpus import pack
+    from circuitloc.models.toy.recipe import resolve_spec
+    from circuitloc.models.toy.training import batch_loss, prepare
+
+    for loss in ("all", "targets"):
+        run = prepare(resolve_spec(spec(facts_path, loss=loss, batch=24)))
+        ids, labels = run.corpus.batch(5)
+        pad = run.tok.pad_token_id
+        p = pack(ids, labels, pad)
+        lens = (ids != pad).sum(1)
+        assert p.input_ids.shape[0] < ids.shape[0] and p.input_ids.shape[1] == ids.shape[1]
+        assert int((p.input_ids != pad).sum()) == int(lens.sum())  # every real token once
+        assert int((p.labels != -100).sum()) == int((labels != -100).sum())
+        with torch.no_grad():
+            ref = run.model(input_ids=ids).logits
+            out = run.model(**p.model_inputs()).logits
+        # find each row in the packed sequences by its positions restarting at 0 and its tokens
+        found = 0
+        for r in range(ids.shape[0]):
+            n = int(lens[r])
+            for i in range(p.input_ids.shape[0]):
+                starts = (p.position_ids[i] == 0).nonzero().flatten().tolist()
+                for a in starts:
+                    if a + n <= ids.shape[1] and torch.equal(p.input_ids[i, a:a + n], ids[r, :n]) \
+                            and int(p.position_ids[i, a + n - 1]) == n - 1:
+                        assert torch.allclose(out[i, a:a + n], ref[r, :n], atol=1e-5)
+                        found += 1
+                        break
+                else:
+                    continue
+                break
+        assert found == ids.shape[0]
+        run.s["pack"] = True
+        packed = batch_loss(run, ids, labels)
+        g_packed = torch.autograd.grad(packed, list(run.model.parameters()))
+        run.s["pack"] = False
+        padded = batch_loss(run, ids, labels)
+        g_padded = torch.autograd.grad(padded, list(run.model.parameters()))
+        assert abs(packed.item() - padded.item()) < 1e-5
+        assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(g_packed, g_padded, strict=True))
+
+
+def test_pack_keeps_rows_apart():
+    """No query reads another row's key, positions restart per row, padding reads only itself."""
+    from circuitloc.models.toy.corpus import pack
+
+    pad = 0
+    ids = torch.tensor([[5, 6, 7, 8], [5, 9, 0, 0], [5, 3, 4, 0], [5, 0, 0, 0]])
+    labels = torch.where(ids == pad, -100, ids)
+    labels[:, 0] = -100
+    p = pack(ids, labels, pad)
+    # first fit in row order, 4 wide: row 2 (3 tokens) does not fit beside row 1 (2), row 3 (1) does
+    assert p.input_ids.tolist() == [[5, 6, 7, 8], [5, 9, 5, 0], [5, 3, 4, 0]]
+    assert p.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 0, 0], [0, 1, 2, 0]]
+    m = p.mask[:, 0]
+    for i in range(p.input_ids.shape[0]):
+        starts = (p.position_ids[i] == 0) & (p.input_ids[i] != pad)
+        seg = torch.cumsum(starts.long(), 0)
+        real = p.input_ids[i] != pad
+        for q in range(4):
+            for k in range(4):
+                allowed = bool(real[q] and real[k] and seg[q] == seg[k] and k <= q) or q == k
+                assert bool(m[i, q, k]) == allowed
+    assert int((p.labels != -100).sum()) == int((labels != -100).sum())

@@ -4,6 +4,8 @@ recipe and the step."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 import torch
@@ -44,6 +46,56 @@ def training_ioi(s: dict, ioi_res: dict) -> pl.DataFrame:
     """Every IOI sentence the training stream draws from (held-out checks exclude them)."""
     n_ioi = max(_counts(s["mix"], int(s["batch"]))["ioi"] * int(s["steps"]), 1)
     return ioi_task.generate(n_ioi, seed=1_000_000 + int(s["seed"]), resources=ioi_res)
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A batch's rows packed into shared sequences: each row keeps its own positions (0, 1, ...) and
+    attends only to its own earlier tokens (`mask`, [sequences, 1, length, length], True where a
+    query may read a key), so every row computes what it would alone, on fewer padded positions."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    position_ids: torch.Tensor
+    mask: torch.Tensor
+
+    def model_inputs(self) -> dict:
+        return {"input_ids": self.input_ids, "position_ids": self.position_ids, "attention_mask": self.mask}
+
+
+def pack(ids: torch.Tensor, labels: torch.Tensor, pad_id: int) -> Packed:
+    """Right-padded rows (`ids`, `labels`) packed first-fit, in row order, into sequences as long as
+    the longest row: a pure function of the batch. A row's first label is always -100 (its <bos>),
+    so no loss crosses from one row into the next. Padding positions attend to themselves alone (a
+    query with no key would give NaN)."""
+    lens = (ids != pad_id).sum(1).tolist()
+    width = ids.shape[1]
+    seqs: list[list] = []  # [used, [rows]]
+    for r, n in enumerate(lens):
+        for sq in seqs:
+            if sq[0] + n <= width:
+                sq[0] += n
+                sq[1].append(r)
+                break
+        else:
+            seqs.append([n, [r]])
+    out_ids = torch.full((len(seqs), width), pad_id, dtype=ids.dtype)
+    out_labels = torch.full((len(seqs), width), -100, dtype=labels.dtype)
+    pos = torch.zeros((len(seqs), width), dtype=torch.long)
+    seg = torch.full((len(seqs), width), -1, dtype=torch.long)
+    for i, (_, rows) in enumerate(seqs):
+        at = 0
+        for r in rows:
+            n = lens[r]
+            out_ids[i, at:at + n] = ids[r, :n]
+            out_labels[i, at:at + n] = labels[r, :n]
+            pos[i, at:at + n] = torch.arange(n)
+            seg[i, at:at + n] = r
+            at += n
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
+    mask = (same & causal) | torch.eye(width, dtype=torch.bool)
+    return Packed(out_ids, out_labels, pos, mask[:, None])
 
 
 class Corpus:

@@ -26,6 +26,7 @@ DEFAULTS: dict = {
     "betas": [0.9, 0.98],
     "clip": 1.0,
     "loss": "all",  # "all" tokens, or "targets" only
+    "pack": True,  # rows packed into shared sequences (corpus.pack); false: one padded row each
     "threads": 1,
     "kernels": "host",  # or "pinned": one CPU kernel path on every x86-64 machine (circuitloc.kernels)
     # data
@@ -59,6 +60,8 @@ def resolve_spec(spec: dict | None) -> dict:
             f"and n_heads by n_kv_heads ({out['n_kv_heads']})")
     if out["kernels"] not in ("host", "pinned"):
         raise ToyTrainingError(f"toy spec: kernels must be 'host' or 'pinned', got {out['kernels']!r}")
+    if not isinstance(out["pack"], bool):
+        raise ToyTrainingError(f"toy spec: pack must be true or false, got {out['pack']!r}")
     if out["loss"] not in ("all", "targets"):
         raise ToyTrainingError(f"toy spec: loss must be 'all' or 'targets', got {out['loss']!r}")
     return out

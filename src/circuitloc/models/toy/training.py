@@ -20,7 +20,7 @@ import torch
 
 from circuitloc.errors import ToyTrainingError
 from circuitloc.io import atomic_dir, write_json, writing
-from circuitloc.models.toy.corpus import Corpus, select_facts
+from circuitloc.models.toy.corpus import Corpus, pack, select_facts
 from circuitloc.models.toy.evaluation import Evaluator, verdict
 from circuitloc.models.toy.model import build_model
 from circuitloc.models.toy.tokenizer import build_tokenizer
@@ -106,16 +106,22 @@ def describe(run: ToyRun) -> str:
 
 
 def batch_loss(run: ToyRun, ids, labels):
-    """Mean next-token cross-entropy over the positions whose next token has a label. Under `loss:
-    targets` a row has a few (the IO name, the repeated half, the answer: about one position in six),
-    so the vocabulary projection runs on those alone: about 28% less time per step than projecting
-    every position, and the same loss to float rounding (tests/test_toy.py)."""
+    """Mean next-token cross-entropy over the positions whose next token has a label. With `pack`
+    (the default) the batch's rows share sequences (corpus.pack: each row attends only to itself and
+    keeps its own positions), the same loss on about 40% fewer positions (tests/models/test_toy.py).
+    Under `loss: targets` a row has a few labels (the IO name, the repeated half, the answer: about
+    one position in six), so the vocabulary projection runs on those alone: about 28% less time per
+    step than projecting every position, and the same loss to float rounding."""
+    inputs = {"input_ids": ids}
+    if run.s["pack"]:
+        packed = pack(ids, labels, run.tok.pad_token_id)
+        inputs, labels = packed.model_inputs(), packed.labels
     y = labels[:, 1:]
     if run.s["loss"] == "targets":
-        hidden = run.model.model(input_ids=ids).last_hidden_state[:, :-1]
+        hidden = run.model.model(**inputs).last_hidden_state[:, :-1]
         keep = y != -100
         return torch.nn.functional.cross_entropy(run.model.lm_head(hidden[keep]), y[keep])
-    logits = run.model(input_ids=ids).logits
+    logits = run.model(**inputs).logits
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), y.reshape(-1),
                                              ignore_index=-100)
 
