@@ -33,7 +33,7 @@ import torch
 from circuitloc import metrics
 from circuitloc.engine import ablation, greedy
 from circuitloc.engine.job import AblationJob, read_ranked
-from circuitloc.engine.settings import JobSettings
+from circuitloc.engine.settings import OPTIONAL, CurveSettings, JobSettings
 from circuitloc.engine.sufficiency import sufficiency_curve
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.load import load_engine
@@ -99,13 +99,13 @@ def curves(job, data, ranked, loaded, over: dict):
     floor_pp, clean_pp = aj.floor_per_prompt(), aj.clean_per_prompt()
     clean, floor = float(clean_pp.mean()), float(floor_pp.mean())
     cost, out = {}, {}
-    plan = ablation.RankedPlan(min(cfg["max_steps"], len(ranked)), over.get("ranked_stop_damage"),
-                               over.get("ranked_stop_patience", 1))
+    # the variant's curve keys over the bench's, every other key at its default (CurveSettings)
+    settings = CurveSettings.of({"methods": ["ranked", "greedy"], "prompts": "all", **cfg, "greedy_stop_damage": 1.0,
+                                 **{k: v for k, v in over.items() if k in OPTIONAL}})
+    plan = settings.ranked(len(ranked))
     out["ranked"], *cost["ranked"] = _passes(aj.scanner, lambda: ablation.ranked_curve(
         aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), plan))
-    gplan = greedy.Greedy(cfg["greedy_candidates"], cfg["greedy_steps"], 1.0)
-    if "greedy_guided" in over:
-        gplan = dataclasses.replace(gplan, guided=over["greedy_guided"], audit=over["greedy_audit"])
+    gplan = settings.greedy("greedy curve")
     rep, chooser = Timed(aj.probe), Timed(sel.probe)
     aj.scanner.forward_passes = sel.scanner.forward_passes = 0.0
     out["greedy"] = greedy.greedy_curve(rep, ranked, ablation.Baseline(clean, floor), gplan,

@@ -38,7 +38,7 @@ def _setup():
 def test_guided_greedy_picks_the_planted_heads_and_writes_its_audit_rows():
     probe, ranked, base = _setup()
     exact = greedy.greedy_curve(probe, ranked, base, greedy.Greedy(len(ranked), 2))
-    plan = greedy.Greedy(len(ranked), 2, guided=1, audit=0.5)
+    plan = greedy.Greedy(len(ranked), 2, guided=1, audit=0.5, attribution="linear")
     rows = greedy.greedy_curve(probe, ranked, base, plan)
     assert [r["unit"] for r in rows] == [r["unit"] for r in exact] == ["L1H2", "L0H3"]
     assert [r["damage"] for r in rows] == pytest.approx([r["damage"] for r in exact])
@@ -58,23 +58,23 @@ def test_the_audit_flags_attribution_made_wrong_on_purpose():
     def backwards(sel, pool, chosen, plan):  # the true estimates, negated: the worst looks best
         return -greedy._estimates(sel, pool, chosen, plan)
 
-    audited = greedy.greedy_curve(probe, ranked, base, greedy.Greedy(len(ranked), 2, guided=1, audit=1.0),
+    audited = greedy.greedy_curve(probe, ranked, base, greedy.Greedy(len(ranked), 2, guided=1, audit=1.0, attribution="linear"),
                                   estimate=backwards)
     assert [r["unit"] for r in audited] == ["L1H2", "L0H3"]  # audited steps take the exact best
     assert not any(r["audit_agrees"] for r in audited)
     assert all(r["audit_gap"] > 0.05 for r in audited)
     assert audited[0]["audit_guided_unit"] == "L0H1"  # ablating the counter-writer raises the metric
-    blind = greedy.greedy_curve(probe, ranked, base, greedy.Greedy(len(ranked), 2, guided=1, audit=0.0),
+    blind = greedy.greedy_curve(probe, ranked, base, greedy.Greedy(len(ranked), 2, guided=1, audit=0.0, attribution="linear"),
                                 estimate=backwards)
     assert [r["unit"] for r in blind][0] == "L0H1" and not any(r["audited"] for r in blind)
 
 
 def test_audited_steps_are_evenly_spaced_from_the_first():
-    plan = greedy.Greedy(10, 12, guided=2, audit=0.25)
+    plan = greedy.Greedy(10, 12, guided=2, audit=0.25, attribution="linear")
     assert [k for k in range(12) if plan.audited(k)] == [0, 4, 8]
     assert not any(greedy.Greedy(10, 12).audited(k) for k in range(12))  # exact greedy: no audit
-    assert all(greedy.Greedy(10, 12, guided=2, audit=1.0).audited(k) for k in range(12))
-    assert np.isclose(sum(greedy.Greedy(10, 60, guided=8, audit=0.25).audited(k) for k in range(60)), 15)
+    assert all(greedy.Greedy(10, 12, guided=2, audit=1.0, attribution="linear").audited(k) for k in range(12))
+    assert np.isclose(sum(greedy.Greedy(10, 60, guided=8, audit=0.25, attribution="linear").audited(k) for k in range(60)), 15)
 
 
 def test_curve_settings_read_the_guided_keys_and_default_to_the_exact_greedy():

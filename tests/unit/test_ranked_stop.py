@@ -62,5 +62,5 @@ def test_a_stop_below_the_threshold_is_refused_and_defaults_are_off():
     cfg = {"methods": ["ranked"], "max_steps": 5, "control_draws": 2, "prompts": "all", "threshold": 0.8}
     assert CurveSettings.of(cfg).ranked_stop_damage is None
     assert CurveSettings.of({**cfg, "ranked_stop_damage": 1.0, "ranked_stop_patience": 4}).ranked_stop_patience == 4
-    with pytest.raises(ValueError, match="ranked_stop_damage 0.5 is below curves.threshold 0.8"):
+    with pytest.raises(ValueError, match="curves.ranked_stop_damage = 0.5 is below curves.threshold = 0.8"):
         CurveSettings.of({**cfg, "ranked_stop_damage": 0.5})

@@ -12,6 +12,7 @@ import torch
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine.scan import Scanner
+from circuitloc.engine.settings import RankedPlan  # noqa: F401  (re-exported: the plan of ranked_curve)
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.modelcard import ModelCard
 from circuitloc.plan.registry import parse_ablation  # noqa: F401
@@ -182,19 +183,6 @@ def step_rows(method, order, values, base: Baseline, task):
                      task.metric_name: float(v),
                      "damage": float(metrics.damage(base.clean, v, floor, task.higher_is_better))})
     return rows
-
-
-@dataclass(frozen=True)
-class RankedPlan:
-    """A ranked curve's plan (config curves: max_steps, ranked_stop_damage, ranked_stop_patience):
-    it stops once `stop_patience` consecutive steps reach `stop_damage` (None: never)."""
-
-    max_steps: int
-    stop_damage: float | None = None
-    stop_patience: int = 1
-
-    def stop_note(self) -> str:
-        return f"damage >= {self.stop_damage:g} for {self.stop_patience} consecutive steps"
 
 
 def _ranked_values(probe: Probe, order, base: Baseline, plan: RankedPlan, progress) -> tuple[dict, str]:

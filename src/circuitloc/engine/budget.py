@@ -13,12 +13,12 @@ import logging
 import math
 
 from circuitloc.modelcard import ModelCard
+from circuitloc.plan.resources import DTYPE_BYTES
 
 CPU_TOKENS = 4096
 HEADROOM = 0.8  # of the free memory; the rest for the allocator's fragmentation and the logits
 ACTIVATION_WIDTHS = 24  # one layer's activations per token, in d_model widths (q, k, v, z, MLP hidden, norms)
 CONTEXT_BOUND = 512  # tokens a prompt may have, for eager attention's [heads, T, T] scores
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def token_bytes(card: ModelCard) -> int:

@@ -10,47 +10,17 @@ was it and by how much damage it fell short."""
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from circuitloc import metrics
 from circuitloc.engine.ablation import Baseline, Probe, split_floor, step_rows
 from circuitloc.engine.attribution import estimated_drops
+from circuitloc.engine.settings import ATTRIBUTIONS, Greedy  # noqa: F401  (re-exported: a greedy curve's plan)
 
 log = logging.getLogger(__name__)
 
 EXACT, GUIDED = "exact", "guided"  # the curve file's `chosen_by`: how a greedy step was chosen
-ATTRIBUTIONS = ("linear", "ig")
-
-
-@dataclass(frozen=True)
-class Greedy:
-    """A greedy curve's plan (config curves: greedy_candidates, greedy_steps, greedy_stop_damage,
-    greedy_guided, greedy_audit, greedy_attribution, ig_steps). `guided`: None runs every
-    candidate exactly; c runs the c best by attribution. `audit`: the share of guided steps on
-    which the whole pool is run too. `attribution`: linear (one gradient) or ig (`ig_steps`)."""
-
-    candidates: int
-    steps: int
-    stop_damage: float | None = None
-    label: str = "greedy curve"  # the job's name in its log lines
-    guided: int | None = None
-    audit: float = 0.0
-    attribution: str = "linear"
-    ig_steps: int = 4
-
-    def __post_init__(self):
-        if self.attribution not in ATTRIBUTIONS:
-            raise ValueError(f"greedy attribution {self.attribution!r}: expected one of {', '.join(ATTRIBUTIONS)}")
-        if not 0.0 <= self.audit <= 1.0:
-            raise ValueError(f"greedy audit share {self.audit}: expected a share between 0 and 1")
-
-    def audited(self, step: int) -> bool:
-        """Whether the 0-based `step` is audited: ceil(audit * n) of the first n steps, evenly
-        spaced and starting at the first (the most damaging), the same on every run."""
-        return self.guided is not None and math.ceil(step * self.audit) < math.ceil((step + 1) * self.audit)
 
 
 def _estimates(sel: Probe, pool, chosen, plan: Greedy) -> np.ndarray:

@@ -135,17 +135,15 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     by_label = {u.label: u for u in aj.units}
     order = read_ranked(out.scores)
     ranked = [by_label[u] for u in order["unit"]]
-    steps = min(cfg.max_steps, len(ranked))
-    plan = ablation.RankedPlan(steps, cfg.ranked_stop_damage, cfg.ranked_stop_patience)
+    plan = cfg.ranked(len(ranked))
+    steps = plan.max_steps
     rows = ablation.ranked_curve(aj.probe, ranked, ablation.Baseline(clean, floor_pp, clean_pp), plan,
                                  progress=progress(steps, f"ranked curve {name}/{ablation_name}"),
                                  bootstrap=job.bootstrap)
     if "greedy" in cfg.methods:
         rows += greedy.greedy_curve(aj.probe, ranked, ablation.Baseline(clean, floor),
-                                      greedy.Greedy(cfg.greedy_candidates, cfg.greedy_steps, cfg.greedy_stop_damage,
-                                                      f"greedy curve {name}/{ablation_name}", cfg.greedy_guided,
-                                                      cfg.greedy_audit, cfg.greedy_attribution, cfg.ig_steps),
-                                      select=greedy_selection(job, full, ablation_name, aj))
+                                    cfg.greedy(f"greedy curve {name}/{ablation_name}"),
+                                    select=greedy_selection(job, full, ablation_name, aj))
     if cfg.sufficiency:  # MIB's direction beside ours: keep the top units by |drop| (MIB's absolute score), ablate the rest
         rows += sufficiency_curve(aj.probe, ranked, order["drop"].to_numpy())
     df = io.frame(rows).with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64),

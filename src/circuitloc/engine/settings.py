@@ -2,15 +2,24 @@
 stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
 field here instead of one more keyword passed through every call. Beside it, the files of one
 ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard,
-and the plan's least audit of a guided scan, plan.checks): a script builds it before torch loads."""
+the plan's checks, plan.checks, and its score defaults, plan.views): a script builds it before torch
+loads.
+
+Every default of a curve or score key is written once: the schema's `default:` (config/schema.yaml:
+greedy_candidates, greedy_steps, control_draws, prompts; the curve job requires them),
+`plan.views.CURVE_DEFAULTS` (the curve keys the schema gives none, so that a run's job params stay
+what they were) or `plan.views.SCORE_DEFAULTS` (scores.*). tests/unit/test_threshold.py finds a
+second one."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.checks import min_audit
+from circuitloc.plan.checks import min_audit, ranked_stop_problem
+from circuitloc.plan.views import CURVE_DEFAULTS, MIN_TOP, SCORE_DEFAULTS
 from circuitloc.stats import Bootstrap
 
 
@@ -24,7 +33,10 @@ class CurveSettings:
     attribution; `greedy_audit`: share of steps whose whole pool also runs; `greedy_attribution`:
     linear or ig, with `ig_steps`), the ranked curve's early stop (`ranked_stop_damage`, None:
     never; `ranked_stop_patience` steps), and whether MIB's sufficiency curve runs (`sufficiency`:
-    ~10 forward passes from layer 0 a curve; only CPR and CMD read it, no paper table)."""
+    ~10 forward passes from layer 0 a curve; only CPR and CMD read it, no paper table).
+
+    A key the config leaves out (or sets to null) takes its field's default: `plan.views.CURVE_DEFAULTS`
+    for the keys the schema gives no default."""
 
     methods: tuple[str, ...]
     max_steps: int
@@ -33,14 +45,14 @@ class CurveSettings:
     n_curve: int | None = None
     greedy_candidates: int | None = None
     greedy_steps: int | None = None
-    greedy_stop_damage: float | None = None
-    greedy_guided: int | None = None
-    greedy_audit: float = 0.0
-    greedy_attribution: str = "linear"
-    ig_steps: int = 4
-    ranked_stop_damage: float | None = None
-    ranked_stop_patience: int = 1
-    sufficiency: bool = True
+    greedy_stop_damage: float | None = CURVE_DEFAULTS["greedy_stop_damage"]
+    greedy_guided: int | None = CURVE_DEFAULTS["greedy_guided"]
+    greedy_audit: float = CURVE_DEFAULTS["greedy_audit"]
+    greedy_attribution: str = CURVE_DEFAULTS["greedy_attribution"]
+    ig_steps: int = CURVE_DEFAULTS["ig_steps"]
+    ranked_stop_damage: float | None = CURVE_DEFAULTS["ranked_stop_damage"]
+    ranked_stop_patience: int = CURVE_DEFAULTS["ranked_stop_patience"]
+    sufficiency: bool = CURVE_DEFAULTS["sufficiency"]
 
     @classmethod
     def of(cls, cfg: dict) -> CurveSettings:
@@ -51,23 +63,82 @@ class CurveSettings:
         missing = [k for k in need if k not in cfg]
         if missing:
             raise ValueError(f"curve config lacks {', '.join(missing)} (config curves)")
-        opt = {k: cfg.get(k) for k in ("greedy_candidates", "greedy_steps")}
-        stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
-        if stop is not None and threshold is not None and float(stop) < float(threshold):
-            raise ValueError(f"curves.ranked_stop_damage {stop} is below curves.threshold {threshold}: a curve "
-                             "stopped there could miss its heads-to-threshold")
+        problem = ranked_stop_problem(cfg)
+        if problem:
+            raise ValueError(problem)
         return cls(methods=tuple(cfg["methods"]), max_steps=int(cfg["max_steps"]),
                    control_draws=int(cfg["control_draws"]), prompts=str(cfg["prompts"]),
                    n_curve=int(cfg["n_curve"]) if cfg.get("n_curve") else None,
-                   **{k: int(v) if v is not None else None for k, v in opt.items()},
-                   greedy_stop_damage=cfg.get("greedy_stop_damage"),
-                   greedy_guided=int(cfg["greedy_guided"]) if cfg.get("greedy_guided") is not None else None,
-                   greedy_audit=float(cfg.get("greedy_audit") or 0.0),
-                   greedy_attribution=str(cfg.get("greedy_attribution") or "linear"),
-                   ig_steps=int(cfg.get("ig_steps") or 4),
-                   ranked_stop_damage=float(stop) if stop is not None else None,
-                   ranked_stop_patience=int(cfg.get("ranked_stop_patience") or 1),
-                   sufficiency=bool(cfg.get("sufficiency", True)))
+                   **{k: cast(cfg[k]) for k, cast in OPTIONAL.items() if cfg.get(k) is not None})
+
+    def greedy(self, label: str) -> Greedy:
+        """The greedy curve's plan from these settings; `label`: the job's name in its log lines."""
+        return Greedy(candidates=self.greedy_candidates, steps=self.greedy_steps, stop_damage=self.greedy_stop_damage,
+                      label=label, guided=self.greedy_guided, audit=self.greedy_audit,
+                      attribution=self.greedy_attribution, ig_steps=self.ig_steps)
+
+    def ranked(self, units: int) -> RankedPlan:
+        """The ranked curve's plan over `units` ranked units (at most max_steps steps)."""
+        return RankedPlan(min(self.max_steps, units), self.ranked_stop_damage, self.ranked_stop_patience)
+
+
+# the curve keys a curve config may leave out or set to null (CurveSettings.of keeps the field's
+# default), each with how its value is read
+OPTIONAL = {"greedy_candidates": int, "greedy_steps": int, "greedy_stop_damage": lambda v: v, "greedy_guided": int,
+            "greedy_audit": float, "greedy_attribution": str, "ig_steps": int, "ranked_stop_damage": float,
+            "ranked_stop_patience": int, "sufficiency": bool}
+
+
+ATTRIBUTIONS = ("linear", "ig")
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """A greedy curve's plan (`CurveSettings.greedy`; engine.greedy runs it). `guided`: None runs every
+    candidate exactly; c runs the c best by attribution, and then needs `audit` (the share of guided
+    steps on which the whole pool is run too) and `attribution` (linear, one gradient, or ig with
+    `ig_steps`). No defaults of config keys here: CurveSettings holds them."""
+
+    candidates: int
+    steps: int
+    stop_damage: float | None = None
+    label: str = "greedy curve"  # the job's name in its log lines
+    guided: int | None = None
+    audit: float | None = None
+    attribution: str | None = None
+    ig_steps: int | None = None
+
+    def __post_init__(self):
+        if self.guided is not None and (self.audit is None or self.attribution is None):
+            raise ValueError("a guided greedy plan needs its audit share and attribution (config curves)")
+        if self.attribution is not None and self.attribution not in ATTRIBUTIONS:
+            raise ValueError(f"greedy attribution {self.attribution!r}: expected one of {', '.join(ATTRIBUTIONS)}")
+        if self.attribution == "ig" and self.ig_steps is None:
+            raise ValueError("greedy attribution ig needs ig_steps (config curves)")
+        if self.audit is not None and not 0.0 <= self.audit <= 1.0:
+            raise ValueError(f"greedy audit share {self.audit}: expected a share between 0 and 1")
+
+    def audited(self, step: int) -> bool:
+        """Whether the 0-based `step` is audited: ceil(audit * n) of the first n steps, evenly
+        spaced and starting at the first (the most damaging), the same on every run."""
+        return self.guided is not None and math.ceil(step * self.audit) < math.ceil((step + 1) * self.audit)
+
+
+@dataclass(frozen=True)
+class RankedPlan:
+    """A ranked curve's plan (`CurveSettings.ranked`; engine.ablation.ranked_curve runs it): it stops
+    once `stop_patience` consecutive steps reach `stop_damage` (None: never)."""
+
+    max_steps: int
+    stop_damage: float | None = None
+    stop_patience: int | None = None  # needed with stop_damage
+
+    def __post_init__(self):
+        if self.stop_damage is not None and self.stop_patience is None:
+            raise ValueError("a ranked curve's stop needs its patience (config curves.ranked_stop_patience)")
+
+    def stop_note(self) -> str:
+        return f"damage >= {self.stop_damage:g} for {self.stop_patience} consecutive steps"
 
 
 SCORE_METHODS = ("exact", "guided")
@@ -81,10 +152,10 @@ class ScoreSettings:
     whose bound can reach the `top` units the curves rely on are scored exactly); `batch`: units
     per exact run of a guided scan."""
 
-    method: str = "exact"
-    audit: int = 30
-    level: float = 0.05
-    top: int = 10
+    method: str = SCORE_DEFAULTS["method"]
+    audit: int = SCORE_DEFAULTS["audit"]
+    level: float = SCORE_DEFAULTS["level"]
+    top: int = MIN_TOP
     batch: int = 16
 
     def __post_init__(self):
@@ -100,12 +171,12 @@ class ScoreSettings:
 
     @classmethod
     def of(cls, block: dict | None) -> ScoreSettings:
-        """From a rule's opts `scores` block (absent: exact, today's scan)."""
+        """From a rule's opts `scores` block (absent: exact, today's scan; a key it leaves out: the
+        field's default)."""
         if not block:
             return cls()
-        return cls(method=str(block.get("method", "exact")), audit=int(block.get("audit", 30)),
-                   level=float(block.get("level", 0.05)), top=int(block.get("top", 10)),
-                   batch=int(block.get("batch", 16)))
+        casts = {"method": str, "audit": int, "level": float, "top": int, "batch": int}
+        return cls(**{k: cast(block[k]) for k, cast in casts.items() if k in block})
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import torch
 
 from circuitloc.errors import ModelSourceError
 from circuitloc.modelcard import ModelCard
+from circuitloc.plan.resources import DEFAULT_DTYPE
 
 _CHUNK = 1 << 20
 # The files that hold a model directory's tensors (not its config or tokenizer): what the card hashes.
@@ -87,7 +88,7 @@ def make_card(name: str, spec: dict, path: str, tokenizer, extra: dict | None = 
         "family": spec.get("family", name),
         **architecture(hf_config),
         "n_params": count_params(hf_config),
-        "dtype": spec.get("dtype", "float32"),
+        "dtype": spec.get("dtype", DEFAULT_DTYPE),
         "tokenizer": type(tokenizer).__name__,
         "prepend_bos": bool(prepend_bos),
         "path": str(path),

@@ -16,6 +16,7 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
 from circuitloc.plan.command import rerun
 from circuitloc.plan.hub import hf_source
+from circuitloc.plan.resources import DEFAULT_DTYPE
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -112,7 +113,7 @@ def _rebuild_card(card_path: str) -> str:
     return f"rebuild the model alone: {cmd}; then rerun your command"
 
 
-def load_hf(path: str, dtype: str = "float32", device: str = "cpu", *, attn: str = "eager",
+def load_hf(path: str, dtype: str = DEFAULT_DTYPE, device: str = "cpu", *, attn: str = "eager",
             device_map: str | None = None, max_memory: dict | None = None):
     """(model, tokenizer), the weights read straight onto `device` in `dtype` (transformers 5 reads
     safetensors lazily, so host memory stays near one copy in that dtype: no float32 copy on the

@@ -4,6 +4,7 @@ scoring prompts leave room for the rest."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -27,9 +28,11 @@ def check_task_names(tasks: dict, where: str = "tasks") -> None:
         try:
             spec = registry.task(name)
         except ValueError:
-            raise ConfigError(f"config: {where}.{name}: unknown task {name!r}: expected one of "
-                              f"{', '.join(registry.own_tasks())} (a task of your own: its module in "
-                              f"task_modules)") from None
+            known = registry.own_tasks()
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"config: {where}.{name}: unknown task {name!r}{hint}: expected one of "
+                              f"{', '.join(known)} (a task of your own: its module in task_modules)") from None
         if not spec.in_workflow or spec.base:
             raise ConfigError(f"config: {where}.{name}: not a task of its own (its settings are "
                               f"{where}.{spec.base or name})" if spec.base else
@@ -181,16 +184,24 @@ def check_sweep_primary(config: dict) -> None:
                           f"({', '.join(sorted(ran))}; ablation.kinds)")
 
 
+def ranked_stop_problem(cfg: dict, where: str = "curves") -> str | None:
+    """Why a curve block's ranked_stop_damage is refused, or None: it must be at least its threshold,
+    since a ranked curve stopped below the threshold could miss its heads-to-threshold. The one
+    check, for the plan (`check_ranked_stop`) and for a curve job's settings (engine.settings)."""
+    stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
+    if stop is not None and threshold is not None and float(stop) < float(threshold):
+        return (f"{where}.ranked_stop_damage = {stop} is below curves.threshold = {threshold}: "
+                "a curve stopped there could miss its heads-to-threshold")
+    return None
+
+
 def check_ranked_stop(config: dict) -> None:
-    """curves.ranked_stop_damage (run-wide or a model's) is at least curves.threshold: a ranked curve
-    stopped below the threshold could miss its heads-to-threshold."""
+    """curves.ranked_stop_damage (run-wide or a model's) is at least curves.threshold (`ranked_stop_problem`)."""
     for model in (None, *config["models"]):
         cfg = {**config["curves"], **((config["models"].get(model) or {}).get("curves") or {})}
-        stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
-        if stop is not None and threshold is not None and stop < threshold:
-            where = f"models.{model}.curves" if model else "curves"
-            raise ConfigError(f"config: {where}.ranked_stop_damage = {stop} is below curves.threshold = {threshold}: "
-                              "a curve stopped there could miss its heads-to-threshold")
+        problem = ranked_stop_problem(cfg, f"models.{model}.curves" if model else "curves")
+        if problem:
+            raise ConfigError(f"config: {problem}")
 
 
 def min_audit(level: float) -> int:

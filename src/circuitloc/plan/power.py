@@ -22,7 +22,7 @@ import math
 from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
 from circuitloc.plan.targets import sweep_adjust_with, sweep_pairs
-from circuitloc.plan.views import curve_config, sweep_models
+from circuitloc.plan.views import CURVE_DEFAULTS, curve_config, sweep_models
 
 POWER = 0.8  # the power at which a minimum detectable effect is stated
 
@@ -85,9 +85,9 @@ def _measures_run(curves: dict) -> set:
     method, the curve area (ranked curve), CPR and CMD where the sufficiency curve runs."""
     methods = set(curves.get("methods") or ())
     out = {f"heads_to_{m}" for m in methods}
-    out |= {"top_head"} if curves.get("prompts", "heldout") == "heldout" else set()
+    out |= {"top_head"} if curves["prompts"] == "heldout" else set()  # the schema's default where unset
     out |= {"curve_area"} if "ranked" in methods else set()
-    return out | ({"cpr", "cmd"} if curves.get("sufficiency", True) else set())
+    return out | ({"cpr", "cmd"} if {**CURVE_DEFAULTS, **curves}["sufficiency"] else set())
 
 
 def primary_comparisons(config: dict) -> list[dict]:

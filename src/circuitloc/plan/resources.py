@@ -27,6 +27,9 @@ import math
 from circuitloc.plan.hub import cached_config, hub_cache
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# the dtype of a model that names none, unless it is a hub model or GGUF on cuda (model_dtype): every
+# other place that needs the default dtype reads this one
+DEFAULT_DTYPE = "float32"
 KEYS = ("mem_mb", "runtime", "gpu", "gpu_model", "gres", "constraint", "slurm_partition", "slurm_account",
         "slurm_extra", "qos")
 # stage: (base minutes, minutes per billion parameters x 100 units, on a GPU)
@@ -89,10 +92,10 @@ def model_dtype(config: dict, spec: dict | None) -> str:
     """The dtype a model runs in: its `dtype:`, else bfloat16 for a hub model or GGUF on cuda, else
     float32 (a toy, trained in float32; any model on a CPU, where the default run's numbers are)."""
     if spec is None:
-        return "float32"
+        return DEFAULT_DTYPE
     if spec.get("dtype"):
         return spec["dtype"]
-    return "bfloat16" if config.get("device") == "cuda" and spec.get("source") in ("hf", "gguf") else "float32"
+    return "bfloat16" if config.get("device") == "cuda" and spec.get("source") in ("hf", "gguf") else DEFAULT_DTYPE
 
 
 def gpus(spec: dict, weights_gb: float) -> int:

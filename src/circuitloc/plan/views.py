@@ -8,14 +8,21 @@ import copy
 import re
 
 from circuitloc.plan import paths, registry
-from circuitloc.plan.resources import model_dtype
+from circuitloc.plan.resources import DEFAULT_DTYPE, model_dtype
 from circuitloc.plan.sweep import META as SWEEP_META
 
 # what a model's build does not depend on: its task, curve and score overrides, size hint, resources and
 # ablations (changing them never retrains or reconverts a model)
 NOT_BUILT_FROM = ("tasks", "curves", "size", "resources", "ablation", "scores", SWEEP_META)
 # config `scores:` where the run (and the model) name none: exact, today's scan (engine.guided_scan)
+# (the only place these defaults are written: engine.settings.ScoreSettings reads them)
 SCORE_DEFAULTS = {"method": "exact", "audit": 30, "level": 0.05}
+# the fewest top units a guided scan scores exactly (`top_units`; ScoreSettings.top's default)
+MIN_TOP = 10
+# The curve keys the schema gives no default (so that a run's job params stay what they were; the
+# schema defaults the others): their one default, read by engine.settings.CurveSettings and the plan
+CURVE_DEFAULTS = {"greedy_stop_damage": None, "greedy_guided": None, "greedy_audit": 0.0, "greedy_attribution": "linear",
+                  "ig_steps": 4, "ranked_stop_damage": None, "ranked_stop_patience": 1, "sufficiency": True}
 
 
 def models(config) -> list[str]:
@@ -99,7 +106,7 @@ def top_units(config, model) -> int:
     n = int(cfg["max_steps"])
     if "greedy" in cfg["methods"]:
         n = max(n, int(cfg["greedy_candidates"]) + int(cfg["greedy_steps"]) - 1)
-    return max(n, 10)
+    return max(n, MIN_TOP)
 
 
 def scores_opts(config, model) -> dict | None:
@@ -169,7 +176,7 @@ def model_build_spec(config, model) -> dict:
     not the spec's own (bfloat16 on cuda, resources.model_dtype): the card records it."""
     spec = {k: v for k, v in model_spec(config, model).items() if k not in NOT_BUILT_FROM}
     dtype = model_dtype(config, spec)
-    return spec if dtype == spec.get("dtype", "float32") else {**spec, "dtype": dtype}
+    return spec if dtype == spec.get("dtype", DEFAULT_DTYPE) else {**spec, "dtype": dtype}
 
 
 def weights_pattern(config, own: bool) -> str:
