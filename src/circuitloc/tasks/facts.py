@@ -8,6 +8,7 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
+from circuitloc.runner import log
 from circuitloc.plan.userfiles import FACTS_COLUMNS, facts_lines
 from circuitloc.tasks.common import drop_over_context, encode, mark_scoring, sample_rows, single_token
 
@@ -26,7 +27,18 @@ def load(path=None) -> pl.DataFrame:
     return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))
 
 
-DEDUP = ["subject", "relation", "answer"]  # one fact: prompts that differ only in wording repeat it
+# one fact: its subject and its answer, whatever the relation's name and the prompt's wording (a
+# renamed relation with a reworded prompt asks the same thing); compared without case or extra spaces
+DEDUP = ["subject", "answer"]
+
+
+def _same_fact(col: str) -> pl.Expr:
+    return pl.col(col).str.strip_chars().str.replace_all(r"\s+", " ").str.to_lowercase()
+
+
+def fact_key(df: pl.DataFrame) -> list[tuple]:
+    """Each row's fact (`DEDUP`, without case or extra spaces)."""
+    return list(df.select([_same_fact(c) for c in DEDUP]).iter_rows())
 
 
 def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
@@ -35,7 +47,9 @@ def build(facts: pl.DataFrame, tokenizer, prepend_bos: bool, form: str):
     if form not in ("natural", "qa"):
         raise DatasetError(f"facts prompt form must be 'natural' or 'qa', got {form!r}")
     counts = {"input": int(len(facts))}
-    facts = facts.unique(subset=DEDUP, keep="first", maintain_order=True)
+    seen: set = set()
+    first = [not (k in seen or seen.add(k)) for k in fact_key(facts)]  # each fact's first row
+    facts = facts.filter(pl.Series(first, dtype=pl.Boolean))
     counts["dropped_duplicate"] = counts["input"] - len(facts)
     df = facts.with_columns(pl.col(form).alias("prompt"),
                             pl.Series("answer_id", [single_token(tokenizer, a) for a in facts["answer"]],
@@ -57,13 +71,18 @@ SEEN = ["input_ids", "answer_id"]  # a prompt as the model reads it and the toke
 
 
 def check_heldout(df: pl.DataFrame, what) -> None:
-    """No scoring prompt (with its answer) among the held-out rows: the held-out curves would
-    measure units on prompts that selected them."""
-    key = list(zip(map(tuple, df["input_ids"].to_list()), df["answer_id"].to_list()))
-    scoring = {k for k, s in zip(key, df["score"]) if s}
-    again = sum(1 for k, s in zip(key, df["score"]) if not s and k in scoring)
+    """No scoring fact among the held-out rows, by its tokens (the prompt as the model reads it and
+    its answer) or by its meaning (the same subject and answer, `DEDUP`, where the rows carry them):
+    the held-out curves would measure units on facts that selected them."""
+    score = df["score"].to_list()
+    keys = [list(zip(map(tuple, df["input_ids"].to_list()), df["answer_id"].to_list()))]
+    if all(c in df.columns for c in DEDUP):
+        keys.append(fact_key(df))
+    scoring = [{k for k, s in zip(key, score) if s} for key in keys]
+    again = sum(1 for i, s in enumerate(score) if not s and any(key[i] in seen for key, seen in zip(keys, scoring)))
     if again:
-        raise DatasetError(f"{what}: {again} held-out row(s) repeat a scoring prompt and answer")
+        raise DatasetError(f"{what}: {again} held-out row(s) repeat a scoring fact (its prompt and answer, or its "
+                           "subject and answer)")
 
 
 def known(last_logits: torch.Tensor, answer_id: torch.Tensor, k: int = 3) -> torch.Tensor:
@@ -122,6 +141,10 @@ def build_dataset(tokenizer, prepend_bos: bool, cfg: dict, seed: int, **context)
     if len(df) == 0:
         raise DatasetError(f"{path or FACTS}: no fact fits the model's context of {context['context_len']} "
                            f"positions ({counts})")
+    if counts["dropped_duplicate"]:
+        log.info("facts (%s): %d repeated fact(s) dropped, each fact kept once (the same subject and answer, or "
+                 "the same prompt and answer tokens, under another relation name or wording), so that no fact is "
+                 "among both the scoring and the held-out rows", path or FACTS, counts["dropped_duplicate"])
     ok = known(context["last_logits"](df), torch.tensor(df["answer_id"].to_numpy()), int(cfg["top_k"]))
     counts["dropped_not_in_top_k"] = int((~ok).sum().item())
     df = df.filter(pl.Series(ok.numpy()))
