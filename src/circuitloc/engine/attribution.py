@@ -8,9 +8,18 @@ a layer) is estimated as the sum of its query heads' estimates. With `ablated` (
 units) those heads output their replacement during the pass, so the estimate is of adding a unit to
 that set. Integrated gradients (`steps` > 1) average the gradient over points between the clean and
 the replaced z of every head at once (alpha = 0, 1/steps, ...), which is exact for a metric
-quadratic in z and closer than one gradient where the metric bends."""
+quadratic in z and closer than one gradient where the metric bends.
+
+Only the head outputs' gradient is computed (`torch.autograd.grad` on them, the weights `frozen`
+for the pass): no parameter gets a `.grad`, the forward keeps no activation that only a weight's
+gradient needs, and the backward costs about one forward (torch's FLOP counter: a forward and its
+backward to the activations are 2.0 forward passes, with every weight's gradient 3.0;
+tests/models/test_attribution_memory.py). The estimates are bit for bit those of a backward
+through unfrozen weights."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import torch
@@ -19,6 +28,21 @@ from circuitloc.engine.ablation import as_sets
 from circuitloc.engine.layout import hooked
 from circuitloc.engine.scan import Scanner
 from circuitloc.prompts import Prompts
+
+
+@contextlib.contextmanager
+def frozen(model: torch.nn.Module):
+    """The model's weights without requires_grad for the duration (put back after, even on an
+    error): a backward then computes no weight gradient and the forward saves no activation for
+    one, only what the gradients of the head outputs need."""
+    thawed = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for p in thawed:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p in thawed:
+            p.requires_grad_(True)
 
 
 def _target(replacement: dict, layer: int, rows: torch.Tensor, zh: torch.Tensor) -> torch.Tensor:
@@ -60,21 +84,22 @@ def attribute(scanner: Scanner, prompts: Prompts, metric, replacement: dict | No
                     base[i] = (tgt - zh).detach().float()
                     base[i][..., list(ablated.get(i, ())), :] = 0.0  # already replaced: nothing left to change
                 z = zh + w[:, None] * (tgt - zh)
-                z.retain_grad()
                 zs[i] = z
                 return z.reshape(x.shape)
 
-            with hooked(scanner.z_hooks(move)), torch.enable_grad():
+            with hooked(scanner.z_hooks(move)), frozen(scanner.model), torch.enable_grad():
                 embeds = scanner.model.get_input_embeddings()(sub.input_ids.to(dev)).detach().requires_grad_(True)
                 logits = scanner.logits_from_embeddings(embeds, sub.last_pos.to(dev))
                 fields = {key: v.to(dev) for key, v in sub.fields.items()}
-                (metric(logits, fields).float().sum() / n).backward()
-            for i, z in zs.items():
-                g = z.grad.float() if z.grad is not None else torch.zeros_like(z, dtype=torch.float32)
+                layers = sorted(zs)  # the gradient of the head outputs alone: no weight's, no embedding's
+                dz = torch.autograd.grad(metric(logits, fields).float().sum() / n, [zs[i] for i in layers],
+                                         allow_unused=True)
+            for i, g in zip(layers, dz):
+                g = g.float() if g is not None else torch.zeros_like(zs[i], dtype=torch.float32)
                 grads[i] = grads.get(i, 0) + g / steps
         for i, d in base.items():
             out[i] += (d * grads[i]).sum(dim=(0, 1, 3)).double().cpu()
-    scanner.forward_passes += 3 * steps  # a backward costs about two forwards
+    scanner.forward_passes += 2 * steps  # a forward, and a backward to the activations only: one more (FLOPs counted)
     return out.float()
 
 

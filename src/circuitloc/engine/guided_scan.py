@@ -6,7 +6,7 @@ the top N units of its ranking (`ScoreSettings.top`: the ranked curve's max_step
 pool), so most of those runs only confirm that a unit is not among them. The guided scan:
 
 1. estimates every unit's drop (`est`) by attribution (`engine.attribution.estimated_drops`: one
-   forward and one backward, with the job's replacement: zero, mean or resample);
+   forward and one backward to the head outputs, with the job's replacement: zero, mean or resample);
 2. audits: draws m = `audit` units uniformly at random (seeded by the run's seed), scores them
    exactly and takes their residuals r = exact - est;
 3. bounds: q = the ceil((1 - level)(m + 1))-th smallest residual, the split-conformal upper
@@ -166,9 +166,9 @@ def guided_scores(probe: Probe, unit_rows: list[Unit], floor, plan: ScoreSetting
 def summary(w: Walk, unit_rows: list[Unit], n_layers: int, plan: ScoreSettings) -> str:
     """The job log's line: units, audited, scored exactly, q, level, forward passes saved
     (approximate: a unit's exact run resumes at its layer, so it costs (L - layer) / L of a
-    forward; attribution costs about 3, one forward and one backward)."""
+    forward; attribution costs about 2: one forward, and one backward to the head outputs alone)."""
     skipped = [u for i, u in enumerate(unit_rows) if i not in w.exact]
-    saved = sum((n_layers - u.layer) / n_layers for u in skipped) - 3
+    saved = sum((n_layers - u.layer) / n_layers for u in skipped) - 2
     return (f"guided scan: {len(unit_rows)} units, {len(w.audit)} audited, {len(w.exact)} scored exactly, "
             f"q {w.q:.4g} at level {plan.level:g} (top {plan.top}), about {saved:.1f} forward passes saved "
             "against the exact scan")
