@@ -34,8 +34,9 @@ def test_every_schema_error_gets_its_own_line():
 
 def test_an_unknown_task_is_named_before_the_schema_asks_for_its_keys():
     # the known tasks: the built-in ones, then those of task modules this process loaded already
-    assert re.fullmatch(r"config: tasks\.iio: unknown task 'iio': expected one of ioi, induction, facts(, \w+)* "
-                        r"\(a task of your own: its module in task_modules\)", _error({"tasks": {"iio": {"n": 40}}}))
+    assert re.fullmatch(r"config: tasks\.iio: unknown task 'iio' \(did you mean 'ioi'\?\): expected one of ioi, "
+                        r"induction, facts(, \w+)* \(a task of your own: its module in task_modules\)",
+                        _error({"tasks": {"iio": {"n": 40}}}))
     assert _error({"tasks": {"facts_shared": {"n_score": 3}}}) == \
         "config: tasks.facts_shared: not a task of its own (its settings are tasks.facts)"
     assert _error({"task_modules": ["no_such_module"]}).startswith("config: task_modules: cannot import 'no_such_module'")
@@ -63,7 +64,7 @@ def test_a_models_tasks_name_known_tasks_and_leave_one_at_least():
     models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
     models["tiny_gqa"]["tasks"] = {"iio": None}
     assert _error({"models": models}).startswith(
-        "config: models.tiny_gqa.tasks.iio: unknown task 'iio': expected one of ioi, induction, facts")
+        "config: models.tiny_gqa.tasks.iio: unknown task 'iio' (did you mean 'ioi'?): expected one of ioi, induction, facts")
     models["tiny_gqa"]["tasks"] = {"facts_shared": None}
     assert _error({"models": models}) == \
         "config: models.tiny_gqa.tasks.facts_shared: not a task of its own (its settings are models.tiny_gqa.tasks.facts)"

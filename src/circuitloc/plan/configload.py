@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import sys
 from pathlib import Path
 
 import yaml
@@ -70,12 +71,26 @@ def load_layer(path) -> dict:
     except DuplicateKey as e:
         raise ConfigError(f"config file {path}: {e}") from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path}: not valid YAML ({e})") from e
+        raise ConfigError(yaml_error_line(path, e)) from e
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a mapping of keys to values, got {type(data).__name__}")
     return data
+
+
+def yaml_error_line(path, e: yaml.YAMLError) -> str:
+    """One line for a YAML file that does not parse: the file, the line and column where the parser
+    stopped, what it found (PyYAML's own message spans several lines, with a copy of the text)."""
+    mark = getattr(e, "problem_mark", None)
+    if mark is None:
+        return f"config file {path}: not valid YAML: {' '.join(str(e).split())}"
+    problem = getattr(e, "problem", None) or "not valid YAML"
+    context, where = getattr(e, "context", None), getattr(e, "context_mark", None)
+    after = f" ({context} from line {where.line + 1})" if context and where is not None else ""
+    hint = "; check the indentation (spaces only, children deeper than their parent)" \
+        if any(w in problem for w in ("block end", "mapping values", "'\\t'")) else ""
+    return f"config file {path}, line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {problem}{after}{hint}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -269,3 +284,21 @@ def validate(config: dict, schema: dict) -> None:
     problems = list(dict.fromkeys(map(schema_error, _Validator(schema).iter_errors(config))))
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def main(argv=None) -> int:
+    """`python -m circuitloc.plan.configload FILE...`: each config file read as the plan reads it, one
+    line per file that does not parse (file, line, column). Snakemake parses `--configfile` itself
+    before the workflow loads, and names neither the file nor the line of a YAML error."""
+    bad = 0
+    for path in (sys.argv[1:] if argv is None else argv):
+        try:
+            load_layer(path)
+        except ConfigError as e:
+            print(e, file=sys.stderr)
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
