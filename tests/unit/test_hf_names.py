@@ -51,3 +51,23 @@ def test_a_missing_directory_is_a_hub_id_only_when_it_can_be_one(tmp_path, monke
     (tmp_path / "d").mkdir()
     with pytest.raises(ConfigError, match=r"models\.m\.hf: revision 'v1' is for hub ids"):
         hub.hf_source("m", "d", "v1")
+
+
+def test_a_path_beside_a_local_folder_is_not_taken_for_a_hub_id(tmp_path, monkeypatch):
+    """`my_models/gpt2_small` where my_models/ is a local folder without gpt2_small: refused at plan
+    time (a mistyped local path, which from_pretrained would send to the hub), one line naming the
+    field and the folder; the same id once the hub cache holds it, or with no such folder, is a hub id."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "my_models").mkdir()
+    with pytest.raises(ConfigError) as e:
+        hub.hf_source("m", "my_models/gpt2_small")
+    msg = str(e.value)
+    assert msg.startswith("config: models.m.hf: local directory ") and "my_models/ does" in msg and "\n" not in msg
+    (tmp_path / "my_models" / "gpt2_small").mkdir()
+    assert hub.hf_source("m", "my_models/gpt2_small") == ("dir", "my_models/gpt2_small")
+    assert hub.hf_source("m", "other/gpt2_small") == ("hub", "other/gpt2_small")
+    snap = tmp_path / "cache" / "models--my_models--pythia" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    assert hub.hf_source("m", "my_models/pythia") == ("hub", "my_models/pythia")

@@ -5,6 +5,7 @@ Snakefile's handlers only)."""
 
 from __future__ import annotations
 
+import atexit
 import sys
 import time
 
@@ -24,6 +25,8 @@ class Handlers:
         # this workflow's rule names as the run knows them: a caller's `use rule * from circuitloc
         # as x_*` renames them (own_rule_name maps them back)
         self.renamed = workflow.modifier.modify_rulename("\0")
+        # a dry run (-n) calls no handler: what it would run is said when it ends (dry_run_end)
+        atexit.register(self.dry_run_end)
 
     def name(self, rule: str) -> str:
         return own_rule_name(rule, self.renamed)
@@ -40,6 +43,23 @@ class Handlers:
             print(line, file=sys.stderr)
         if any(self.name(j.rule.name) == "cost" for j in jobs):
             record_dag(wf.dag.jobs, self.dag_record, exclude=("cost", "report", "all"), rule_name=self.name)
+
+    def dry_run_end(self, stream=None) -> str | None:
+        """After a dry run (-n), which calls no onstart: the line a run prints when it starts (what it
+        runs, how many jobs), printed last, below Snakemake's job table. Nothing for any other kind of
+        invocation (a run, --report, a job's own process) or a dry run that failed before scheduling."""
+        wf = self.workflow
+        try:
+            if not wf.dryrun or getattr(wf, "scheduler", None) is None:
+                return None
+            # the jobs it would run: those still to run and those the dry run marked done (as
+            # Snakemake's own job table counts them)
+            jobs = {*wf.dag.needrun_jobs(), *wf.dag.finished_jobs}
+            summary = plan_summary(self.config, sorted(jobs, key=str))
+        except Exception:  # an interpreter at exit after any error: say nothing rather than a traceback
+            return None
+        print(summary, file=stream or sys.stderr, flush=True)
+        return summary
 
     def success(self, log=None) -> None:
         report_ready(self.report)

@@ -50,8 +50,9 @@ def is_hub_id(value: str) -> bool:
 def hf_source(name: str, value: str, revision: str | None = None) -> tuple[str, str]:
     """("dir", the expanded path) or ("hub", the id) for `models.<name>.hf`, as `from_pretrained`
     reads it: an existing local directory is a path; else a valid hub id is a hub id. Anything else
-    (a path that does not exist, a string that is neither) is a ConfigError naming the field, raised
-    when the plan is made, not hours later in the model job."""
+    (a path that does not exist, a string that is neither, an `owner/name` whose owner is a local
+    folder and that the hub cache does not hold: a mistyped local path) is a ConfigError naming the
+    field, raised when the plan is made, not hours later in the model job."""
     field = f"models.{name}.hf"
     local = os.path.expanduser(value)
     if os.path.isdir(local):
@@ -66,6 +67,12 @@ def hf_source(name: str, value: str, revision: str | None = None) -> tuple[str, 
     if not is_hub_id(value):
         raise ConfigError(f"config: {field}: {value!r} is neither an existing local directory nor a hub id "
                           "(`name` or `owner/name`: letters, digits, -, _ and .)")
+    owner = value.split("/")[0] if "/" in value else None
+    if owner and os.path.isdir(owner) and cached_config(value, revision) is None:
+        # `my_models/gpt2_small` beside a local my_models/: a mistyped local path, not a hub id to fetch
+        raise ConfigError(f"config: {field}: local directory {os.path.join(os.getcwd(), value)} does not exist, but "
+                          f"{owner}/ does: a local model's directory must exist (from {os.getcwd()}); a hub id "
+                          f"whose owner is also a local folder: download it to the hub cache first")
     return "hub", value
 
 
