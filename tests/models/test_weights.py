@@ -153,3 +153,24 @@ def test_weights_that_do_not_match_config_json_are_refused(tmp_path, weights_lay
     with pytest.raises(ModelSourceError, match=rf"^{tmp_path}: weights do not match its config.json: {what} "
                                                rf"\d+ tensor\(s\), the first {re.escape(first)}"):
         load_hf(str(tmp_path))
+
+
+def test_an_mlp_width_that_does_not_match_config_json_is_one_line(tmp_path):
+    """config.json's intermediate_size against weights of another width: transformers raises from
+    the middle of its loading report; here it is the one line naming the first such tensor and both
+    shapes."""
+    from helpers import tiny_model, word_tokenizer
+
+    from circuitloc.models.load import load_hf
+
+    tok = word_tokenizer()
+    tiny_model("qwen_gqa", len(tok)).save_pretrained(tmp_path)  # intermediate_size 128
+    tok.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["intermediate_size"] = 96
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelSourceError) as e:
+        load_hf(str(tmp_path))
+    assert str(e.value) == (f"{tmp_path}: weights do not match its config.json: the weights have another shape for "
+                            "9 tensor(s), the first model.layers.0.mlp.down_proj.weight (the weights [64, 128], "
+                            "config.json [64, 96]); restore the directory's weights or config.json")

@@ -127,8 +127,12 @@ def load_hf(path: str, dtype: str = DEFAULT_DTYPE, device: str = "cpu", *, attn:
     if device_map == "auto":
         where = {"device_map": "auto", "max_memory": memory_map(max_memory)}
     try:
+        # a tensor of another shape than config.json's (an MLP width that differs) is reported in the
+        # loading info, which `_check_loading_info` refuses in one line, not raised from the middle
+        # of transformers' loading report
         model, info = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation=attn,
-                                                           output_loading_info=True, **where)
+                                                           output_loading_info=True, ignore_mismatched_sizes=True,
+                                                           **where)
     except Exception as e:
         bad = _unreadable_weights(path)
         if bad is None:
@@ -172,6 +176,8 @@ def _check_loading_info(path: str, info: dict) -> None:
         keys = sorted(info.get(key) or ())
         if keys:
             first = keys[0][0] if isinstance(keys[0], tuple) else keys[0]
+            if isinstance(keys[0], tuple) and len(keys[0]) == 3:  # (name, the weights' shape, config.json's)
+                first += f" (the weights {list(keys[0][1])}, config.json {list(keys[0][2])})"
             raise ModelSourceError(f"{path}: weights do not match its config.json: {what} {len(keys)} tensor(s), "
                                    f"the first {first}; restore the directory's weights or config.json")
 
