@@ -167,3 +167,38 @@ def test_a_ranked_stop_below_the_threshold_is_refused_naming_both_keys():
         "config: curves.ranked_stop_damage = 0.5 is below curves.threshold = 0.8: a curve stopped there "
         "could miss its heads-to-threshold")
     assert _resolve({"curves": {"ranked_stop_damage": 1.0, "ranked_stop_patience": 5}})["curves"]["ranked_stop_patience"] == 5
+
+
+def _sweep_with_seeds(seeds):
+    sweep = yaml.safe_load((TEST_CONFIG.parent.parent / "config" / "sweep.yaml").read_text())["sweep"]
+    return {"sweep": {**sweep, "seeds": seeds}}
+
+
+@pytest.mark.parametrize("layer, expected", [
+    ({"models": {"m": {"source": "hf", "hf": "gpt2", "device_map": "auto", "max_memory": {0: "lots"}}}},
+     "config: models.m.max_memory.0 = 'lots': expected a size as accelerate reads it: a number and its unit, "
+     "e.g. 70GiB, 500MiB, 1.5GB"),
+    ({"models": {"m": {"source": "hf", "hf": "gpt2", "device_map": "auto", "max_memory": {"gpu0": "70GiB"}}}},
+     "config: models.m.max_memory: name 'gpu0': expected a GPU index (0, 1, ...), cpu, disk or mps"),
+    ({"models": {"m": {"source": "toy", "toy": {"seed": 2**40}}}},
+     "config: models.m.toy.seed = 1099511627776: expected at most 2147483647"),
+    ({"models": {"m": {"source": "toy", "toy": {"eval": {"seed": 2**32}}}}},
+     "config: models.m.toy.eval.seed = 4294967296: expected at most 2147483647"),
+    (_sweep_with_seeds([0, 2**32]), "config: sweep.seeds.1 = 4294967296: expected at most 2147483647"),
+])
+def test_a_bad_max_memory_or_a_huge_toy_or_sweep_seed_is_one_line_at_plan_time(layer, expected):
+    """Accepted by the plan before, these failed in a job: accelerate's size parser, numpy's seeded
+    sampler (a toy's held-out draws use its seed + eval.seed, which it takes up to 2^32 - 1)."""
+    assert _error(layer) == expected
+
+
+def test_max_memory_as_accelerate_reads_it_and_the_largest_seeds_are_accepted():
+    from accelerate.utils.modeling import convert_file_size_to_int
+
+    sizes = ["70GiB", "500MiB", "1.5GB", "64 GiB", "8Gb"]
+    assert all(convert_file_size_to_int(s) > 0 for s in sizes)
+    cfg = _resolve({"models": {"m": {"source": "hf", "hf": "gpt2", "device_map": "auto",
+                                     "max_memory": {**{i: s for i, s in enumerate(sizes)}, "cpu": "100GiB"}},
+                               "t": {"source": "toy", "toy": {"seed": 2**31 - 1, "eval": {"seed": 2**31 - 1}}}}})
+    assert cfg["models"]["t"]["toy"]["seed"] == 2**31 - 1
+    assert _resolve(_sweep_with_seeds([0, 2**31 - 1]))["sweep"]["seeds"] == [0, 2**31 - 1]
