@@ -24,20 +24,18 @@ def damage(clean: float, ablated, floor: float, higher_is_better: bool):
     return drop(clean, ablated, higher_is_better) / span
 
 
+# Damage of 1 is the task gone (the metric at its floor); beyond it is overshoot (facts' margin
+# pushed past the wrong answers), not more concentration. In the sweep's paired tests such a task's
+# damage (its spec says `capped`) enters capped at 1, so a top head at 203% counts as one that
+# removes the task (100%).
+def capped_pct(pct: float, capped: bool) -> float:
+    """A damage percentage as the sweep's tests read it: at most 100 where the task's spec is `capped`."""
+    return min(pct, 100.0) if capped and pct == pct else pct
+
+
 # The paper's curve threshold (80% damage), the one place it is written in the code: the run's value is
 # config curves.threshold (config/config.yaml, a test checks the two agree), which every table, figure
 # and claims job is passed; this is for callers outside a run (tests, notebooks).
-# Damage of 1 is the task gone (the metric at its floor); beyond it is overshoot (facts' margin
-# pushed past the wrong answers), not more concentration. In the sweep's paired tests a facts
-# damage enters capped at 1, so a top head at 203% counts as one that removes the task (100%).
-CAPPED_TASKS = ("facts",)
-
-
-def capped_pct(pct: float, task: str) -> float:
-    """A damage percentage as the sweep's tests read it: at most 100 for a task of CAPPED_TASKS."""
-    return min(pct, 100.0) if task in CAPPED_TASKS and pct == pct else pct
-
-
 DEFAULT_THRESHOLD = 0.8
 
 

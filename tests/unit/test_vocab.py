@@ -49,8 +49,17 @@ def registered_names() -> tuple[set, set]:
 def _deciding(tree, names: set, constants: set) -> list[tuple[int, str]]:
     """A task, kind or metric name deciding behaviour: a literal or a vocabulary constant holding one
     in a comparison (==, !=, in, not in), a match case or startswith/endswith; a dict literal keyed
-    or valued by names that is looked up at once ({...}[x], {...}.get(x)); a name as .get's fallback."""
+    or valued by names that is looked up at once ({...}[x], {...}.get(x)); a name as .get's fallback.
+    A module's own constant that holds names (`CAPPED_TASKS = ("facts",)`) counts as the vocabulary's do."""
     out = []
+    for node in tree.body:  # the module's own tuples, lists and sets of names
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("frozenset", "set", "tuple") and value.args:
+            value = value.args[0]
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and any(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in names for e in value.elts):
+            constants = constants | {t.id for t in targets if isinstance(t, ast.Name)}
 
     def found(node):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -116,10 +125,12 @@ def test_the_check_finds_a_decision_by_name():
            'task = task or {"baseline_ld": "ioi"}.get(col, "facts")\n'
            'if a in ("recall", "pooled"):\n    pass\nmatch k:\n    case "mean":\n        pass\n'
            'if kind == FLOOR_ZERO or spec.floor(m) == vocab.FLOOR_ZERO:\n    pass\n'
-           'if kind in vocab.SOME_KINDS:\n    pass\n')
+           'if kind in vocab.SOME_KINDS:\n    pass\n'
+           'CAPPED_TASKS = ("facts",)\nif task in CAPPED_TASKS:\n    pass\n')
     got = sorted(_deciding(ast.parse(old), names, constants | {"SOME_KINDS"}))
     assert got == [(1, "facts"), (3, "zero"), (5, "facts"), (6, "NEUTRAL"), (8, "NEUTRAL"), (10, "accuracy"),
-                   (12, "facts"), (12, "ioi"), (13, "pooled"), (13, "recall"), (16, "mean"), (20, "SOME_KINDS")], got
+                   (12, "facts"), (12, "ioi"), (13, "pooled"), (13, "recall"), (16, "mean"), (20, "SOME_KINDS"),
+                   (23, "CAPPED_TASKS")], got
 
 
 # the modules of the table, figure and analysis jobs, and the scripts that run them (no threads)
@@ -182,3 +193,14 @@ def test_a_task_module_registers_its_spec(monkeypatch):
     assert t.metric_name == "recall_ld" and t.higher_is_better and t.fields == ("next_id", "prev_id")
     with pytest.raises(ValueError, match="already defined"):
         registry.register(vocab.TaskSpec("recall", "elsewhere", ("x",), True, ()))
+
+
+def test_capping_is_a_field_of_the_task_spec():
+    """Whether the sweep's tests cap a task's damage at 100% is its spec's `capped` (facts, and its
+    family-shared condition, which has its metric), never a list of task names."""
+    from circuitloc import metrics
+
+    assert {t for t in registry._TASKS if registry.task(t).capped} == {"facts", "facts_shared"}
+    assert metrics.capped_pct(203.0, registry.task("facts").capped) == 100.0
+    assert metrics.capped_pct(203.0, registry.task("ioi").capped) == 203.0
+    assert not hasattr(metrics, "CAPPED_TASKS")

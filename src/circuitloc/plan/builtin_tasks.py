@@ -45,7 +45,7 @@ BUILTIN = tuple(s for t in (
              heatmap=(("drop", "single-unit drop"), ("attn_score", "attention to B (ABA offset)"))),
     TaskSpec("facts", "circuitloc.tasks.facts", ("margin", "accuracy", "logprob"), True, ("answer_id",),
              align=("domain", "relation"), floors={"logprob": "log_vocab"}, shared="facts_shared",
-             inputs=facts_inputs, baselines=("accuracy",)),
+             inputs=facts_inputs, baselines=("accuracy",), capped=True),
     # plain next-token loss on windows of a neutral text (specificity; b_id = the next token)
     TaskSpec("neutral", "circuitloc.tasks.induction", ("loss",), False, ("b_id",), align=("length",),
              in_workflow=False),

@@ -91,6 +91,9 @@ class TaskSpec:
     # metrics whose clean value on the curve prompts Table 1 reports too (`baseline_<metric>`) when the
     # task is ranked on another of its metrics (facts: top-1 accuracy beside the margin)
     baselines: tuple = ()
+    # the sweep's paired tests read its damage capped at 100% (`metrics.capped_pct`): its metric can be
+    # pushed past the task gone (facts' margin past the wrong answers), overshoot, not more concentration
+    capped: bool = False
 
     def floor(self, metric: str | None = None) -> str:
         return self.floors.get(metric or self.metrics[0], FLOOR_ZERO)

@@ -19,6 +19,7 @@ import polars as pl
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.io import frame
+from circuitloc.plan import registry
 from circuitloc.metrics import heads_to_measures
 from circuitloc.report.analysis import behaves
 from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
@@ -74,8 +75,9 @@ def per_model(table1, meta: dict, passed: dict, task: str):
                "damage_ok": True if damage_ok is None else str(damage_ok).lower() in ("true", "1"),
                "clean_metric": clean_col.removeprefix("baseline_") if clean_col else "",
                "clean": _num(r[clean_col]) if clean_col else np.nan,
-               # capped at 100 for facts (`metrics.capped_pct`): past the task gone is overshoot
-               **{f"top_head_pct{s}": metrics.capped_pct(_num(r.get(f"{top}{s}")), task) for s in ("", "_lo", "_hi")},
+               # capped at 100 for a capped task (facts, `metrics.capped_pct`): past the task gone is overshoot
+               **{f"top_head_pct{s}": metrics.capped_pct(_num(r.get(f"{top}{s}")), registry.task(task).capped)
+                  for s in ("", "_lo", "_hi")},
                "top_head_prompts": top_prompts,
                "curve_area": _num(r.get("curve_area")),
                "rescaled_curve_area": _num(metrics.rescaled_curve_area(_num(r.get("curve_area")), r["n_units"])),
