@@ -91,7 +91,7 @@ def test_random_heads(adj_lo, adj_hi, expect):
     every row here) decides nothing."""
     t2 = pl.DataFrame([{"model": m, "control_drop_pct_mean": 2.0, "control_drop_pct_max": 7.0 if lo < 5 else 8.0,
                         "control_max_drop_pct_lo": 1.0, "control_max_drop_pct_hi": 9.0, "control_draws": 10,
-                        "control_adj_level": 0.995, "control_adj_lo_max": lo, "control_adj_hi_max": hi}
+                        "control_adj_level_pct": 99.5, "control_adj_drop_pct_lo": lo, "control_adj_drop_pct_hi": hi}
                        for m, lo, hi in zip(GQA2, adj_lo, adj_hi)])
     row = claims.random_heads_harmless(claims.Run({claims.IOI_T2: t2}, GQA2, 0.8))
     assert row["verdict"] == expect, row
@@ -132,7 +132,7 @@ def test_the_control_claim_is_not_fooled_by_the_largest_of_ten_harmless_draws():
     old_rule = sum(r["control_drop_pct_max"] >= 5 for r in harmless) / len(harmless)
     assert old_rule >= 0.1, old_rule  # the point rule's false alarms, which the claim must not repeat
     assert verdicts.count(claims.FAILS) / len(verdicts) <= 0.05, verdicts.count(claims.FAILS)
-    assert harmless[0]["control_adj_level"] == pytest.approx(0.995)
+    assert harmless[0]["control_adj_level_pct"] == pytest.approx(99.5)
     harmful = _control_runs([3.0] * 10 + [20.0], runs=50, seed=1)
     verdicts = [claims.random_heads_harmless(claims.Run({claims.IOI_T2: pl.DataFrame([r])}, one, 0.8))["verdict"]
                 for r in harmful]

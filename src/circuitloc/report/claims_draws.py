@@ -51,14 +51,14 @@ def random_heads_harmless(run: Run) -> dict:
     for r in rows:
         top, lo, hi = real(r["control_drop_pct_max"]), real(r.get("control_max_drop_pct_lo")), \
             real(r.get("control_max_drop_pct_hi"))
-        adj_lo, adj_hi, level = real(r.get("control_adj_lo_max")), real(r.get("control_adj_hi_max")), \
-            real(r.get("control_adj_level"))
+        adj_lo, adj_hi, level = real(r.get("control_adj_drop_pct_lo")), real(r.get("control_adj_drop_pct_hi")), \
+            real(r.get("control_adj_level_pct"))
         parts.append(f"{r['model']}: largest of {r.get('control_draws')} draws {top:.1f}% "
                      f"(mean {real(r.get('control_drop_pct_mean')):.1f}%)")
         if math.isnan(adj_lo) or math.isnan(adj_hi):
             bare.append(r["model"])
             continue
-        ivals.append(f"{r['model']}: largest draw [{lo:.1f}, {hi:.1f}]; every draw at {100 * level:.3g}%: "
+        ivals.append(f"{r['model']}: largest draw [{lo:.1f}, {hi:.1f}]; every draw at {level:.3g}%: "
                      f"lower bounds <= {adj_lo:.1f}, upper bounds <= {adj_hi:.1f}")
         if adj_lo >= CONTROL_HARMLESS:
             harm.append(r["model"])

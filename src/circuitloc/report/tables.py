@@ -216,17 +216,17 @@ def _condition_row(row: dict, threshold: float) -> dict:
 def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool, n_prompts: int = 0, ci: float = 0.95) -> dict:
     """control_max_drop_pct_lo/hi: the `ci` interval of the draw with the largest damage (NaN
     without a bootstrap, draws or a damage percentage); and the draws' simultaneous bounds, each
-    draw's interval at the Bonferroni level 1 - (1 - ci) / draws (`control_adj_level`), read off its
+    draw's interval at the Bonferroni level 1 - (1 - ci) / draws (`control_adj_level_pct`, in %), read off its
     `ci` interval by scaling each side's distance from the estimate by the ratio of Student's t
-    quantiles (n_prompts - 1 degrees of freedom) of the two levels: `control_adj_lo_max`, the largest
-    lower bound of any draw, `control_adj_hi_max`, the largest upper bound (what the control claim
+    quantiles (n_prompts - 1 degrees of freedom) of the two levels: `control_adj_drop_pct_lo`, the
+    largest lower bound of any draw, `control_adj_drop_pct_hi`, the largest upper bound (what the control claim
     judges: `claims_draws.random_heads_harmless`)."""
     ok = len(ctrl) and pct_ok and "damage_lo" in ctrl.columns
     i = int(np.argmax(ctrl_pct)) if ok else 0
     out = {f"control_max_drop_pct_{s}": 100 * float(ctrl[f"damage_{s}"][i]) if ok else np.nan for s in ("lo", "hi")}
     k = len(ctrl)
-    level = 1 - (1 - ci) / k if k else np.nan
-    out.update(control_adj_level=level, control_adj_lo_max=np.nan, control_adj_hi_max=np.nan)
+    level = 100 * (1 - (1 - ci) / k) if k else np.nan
+    out.update(control_adj_level_pct=level, control_adj_drop_pct_lo=np.nan, control_adj_drop_pct_hi=np.nan)
     if ok:
         from scipy.special import stdtrit  # here: only Table 2 needs it
 
@@ -235,8 +235,8 @@ def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool, n_prompts:
         est = np.asarray(ctrl_pct, float)
         lo, hi = 100 * ctrl["damage_lo"].to_numpy(), 100 * ctrl["damage_hi"].to_numpy()
         with np.errstate(invalid="ignore"):  # an unbounded side stays unbounded
-            out["control_adj_lo_max"] = float(np.max(est - (est - lo) * scale))
-            out["control_adj_hi_max"] = float(np.max(est + (hi - est) * scale))
+            out["control_adj_drop_pct_lo"] = float(np.max(est - (est - lo) * scale))
+            out["control_adj_drop_pct_hi"] = float(np.max(est + (hi - est) * scale))
     return out
 
 
