@@ -51,5 +51,24 @@ def test_an_ioi_parquet_is_checked_for_its_frame_and_column(tmp_path):
         check_parquet(tmp_path / "empty.parquet", "ioi_sentences")
 
 
+def test_the_parquet_column_is_matched_by_its_name_not_as_a_substring(tmp_path):
+    """`ioi_sentences_old` (or a nested field, or metadata that spells the name) is not the column."""
+    import polars as pl
+
+    old = tmp_path / "old.parquet"
+    pl.DataFrame({"ioi_sentences_old": ["a"], "n": [1]}).write_parquet(old)
+    with pytest.raises(ConfigError) as e:
+        check_parquet(old, "ioi_sentences")
+    assert str(e.value) == (f"{old}: expected a column 'ioi_sentences', its schema has none of that name (its "
+                            "columns: 'ioi_sentences_old', 'n')")
+    nested = tmp_path / "nested.parquet"
+    pl.DataFrame({"s": [{"ioi_sentences": "a"}]}).write_parquet(nested)
+    with pytest.raises(ConfigError, match=r"its columns: 's'\)$"):
+        check_parquet(nested, "ioi_sentences")
+    many = tmp_path / "many.parquet"
+    pl.DataFrame({"x": [[1]], "ioi_sentences": ["a"], **{f"c{i}": [i] for i in range(20)}}).write_parquet(many)
+    check_parquet(many, "ioi_sentences")  # after a list column: found among the top-level columns
+
+
 def test_a_seed_numpys_sampler_does_not_take_is_refused_at_plan_time():
     assert "seed" in config_error({"seed": 2**32})

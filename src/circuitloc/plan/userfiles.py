@@ -70,8 +70,131 @@ def check_parquet(path, column: str, error=ConfigError) -> None:
     if not ok:
         raise error(f"{path}: not a readable parquet file, truncated or corrupt (its parquet frame is not whole); "
                     "download or copy it again")
-    if column.encode() not in footer:
-        raise error(f"{path}: expected a column {column!r}, its schema has none of that name")
+    try:
+        names = parquet_columns(footer)
+    except (IndexError, ValueError, RecursionError):
+        raise error(f"{path}: not a readable parquet file, its footer does not parse (truncated or corrupt); "
+                    "download or copy it again") from None
+    if column not in names:
+        shown = ", ".join(map(repr, names[:8])) + (", ..." if len(names) > 8 else "")
+        raise error(f"{path}: expected a column {column!r}, its schema has none of that name (its columns: "
+                    f"{shown or 'none'})")
+
+
+def parquet_columns(footer: bytes) -> list[str]:
+    """The top-level column names of a parquet footer's schema (the names, not a substring of the
+    footer's bytes, so `ioi_sentences_old` is not `ioi_sentences`). The footer is Thrift's compact
+    protocol: FileMetaData's field 2 is the schema, a depth-first list of SchemaElement whose field
+    4 is the name and field 5 the number of children (the root first); other fields are skipped by
+    their type."""
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        out = shift = 0
+        while True:
+            b = footer[pos]
+            pos += 1
+            out |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return out
+
+    def binary() -> bytes:
+        nonlocal pos
+        n = varint()
+        if pos + n > len(footer):
+            raise ValueError("a string past the footer's end")
+        pos += n
+        return footer[pos - n:pos]
+
+    def skip(kind: int) -> None:
+        nonlocal pos
+        if kind in (1, 2):  # true, false: in the header
+            return
+        if kind == 3:  # byte
+            pos += 1
+        elif kind in (4, 5, 6):  # i16, i32, i64: zigzag varints
+            varint()
+        elif kind == 7:  # double
+            pos += 8
+        elif kind == 8:  # binary
+            binary()
+        elif kind in (9, 10):  # list, set
+            size, elem = list_header()
+            for _ in range(size):
+                skip(elem)
+        elif kind == 11:  # map
+            size = varint()
+            if size:
+                kinds = footer[pos]
+                pos += 1
+                for _ in range(size):
+                    skip(kinds >> 4)
+                    skip(kinds & 0x0F)
+        elif kind == 12:  # struct
+            for _field, sub in fields():
+                skip(sub)
+        else:
+            raise ValueError(f"unknown thrift type {kind}")
+
+    def list_header() -> tuple[int, int]:
+        nonlocal pos
+        head = footer[pos]
+        pos += 1
+        size = head >> 4
+        return (varint() if size == 15 else size), head & 0x0F
+
+    def fields():
+        nonlocal pos
+        field = 0
+        while True:
+            head = footer[pos]
+            pos += 1
+            if head == 0:  # stop
+                return
+            delta, kind = head >> 4, head & 0x0F
+            field = field + delta if delta else _zigzag(varint())
+            yield field, kind
+
+    elements: list[tuple[str, int]] = []  # (name, number of children), depth first
+    for field, kind in fields():
+        if field == 2 and kind == 9:  # the schema
+            size, elem = list_header()
+            for _ in range(size):
+                if elem != 12:
+                    raise ValueError("a schema element that is not a struct")
+                name, children = "", 0
+                for sub_field, sub_kind in fields():
+                    if sub_field == 4 and sub_kind == 8:
+                        name = binary().decode("utf-8", errors="replace")
+                    elif sub_field == 5 and sub_kind == 5:
+                        children = _zigzag(varint())
+                    else:
+                        skip(sub_kind)
+                elements.append((name, children))
+            return _top_level(elements)
+        skip(kind)
+    raise ValueError("no schema in the footer")
+
+
+def _top_level(elements: list[tuple[str, int]]) -> list[str]:
+    """The root's children's names, from the schema's depth-first (name, number of children) list."""
+    def end(i: int) -> int:  # the index after element i's subtree
+        j = i + 1
+        for _ in range(max(elements[i][1], 0)):
+            j = end(j)
+        return j
+
+    names, i = [], 1
+    for _ in range(max(elements[0][1], 0) if elements else 0):
+        names.append(elements[i][0])
+        i = end(i)
+    return names
+
+
+def _zigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
 
 
 def check_user_files(config, root) -> None:
