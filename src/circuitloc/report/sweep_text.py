@@ -83,7 +83,7 @@ def table(ov: pl.DataFrame) -> str:
             f"{r.get(h + '_losses')} ({r['n_pairs']}) | {_p(r.get(h + '_frac_p'))} / {_p(r.get(h + '_frac_p_all'))} | "
             f"{words(r['verdict_all'])} | {_stab(r.get('verdict_all_stability'))} | {_mde(r)} | "
             f"{r.get('holds_under') or ''} |")
-    head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of clean: MHA → fewer-KV | difference [95% CI] "
+    head = ("| task | size | clean metric: MHA / fewer-KV | top head, % of (clean − floor): MHA → fewer-KV | difference [95% CI] "
             f"| p raw / Holm | {_measure(list(primary(ov).iter_rows(named=True)))}: fewer-KV needs fewer / more (pairs) "
             "| p raw / Holm | verdict | share of seed resamples giving it | minimum detectable effect (80% power): "
             "top head; heads-to | same verdict under |\n|" + "---|" * 12)
