@@ -216,3 +216,67 @@ def test_a_full_disk_is_said_last(tmp_path, monkeypatch):
     assert lines == [f"circuitloc: the disk of {os.path.abspath('.')} is full (4096 bytes free): no partial result was "
                      "kept; free space, then rerun the same command"]
     assert "why the run failed" in out.getvalue()
+
+
+@pytest.mark.parametrize("ended, line", [
+    ("Command 'python x.py' died with <Signals.SIGINT: 2>.", "scores job interrupted (SIGINT) before it finished"),
+    ("Command 'set -euo pipefail; python x.py' returned non-zero exit status 130.",
+     "scores job interrupted (SIGINT) before it finished"),
+    ("Command 'python x.py' died with <Signals.SIGKILL: 9>.",
+     "scores job killed by SIGKILL before it finished (out of memory, or a scheduler's limit?)"),
+])
+def test_a_job_a_signal_ended_is_named_so_even_when_snakemake_went_on(tmp_path, ended, line):
+    """A SIGINT Snakemake itself ignored (no "Terminating processes on user request") still ended the
+    job, whose log ends in an INFO line: that line is no reason; the signal is. A job with an error
+    of its own in its log, or no signal, keeps its error line."""
+    logs = tmp_path / "results" / "logs"
+    (logs / "scores").mkdir(parents=True)
+    (logs / "scores" / "cut.log").write_text("2026-01-01 00:00:00,000 INFO scoring 96 units on 20 prompts\n")
+    (logs / "scores" / "bad.log").write_text("2026-01-01 00:00:00,000 ERROR model 'm': no config.json\n")
+    (logs / "scores" / "quiet.log").write_text("2026-01-01 00:00:00,000 INFO loading\n")
+    smk_log = tmp_path / "snakemake.log"
+    smk_log.write_text("".join(
+        f"RuleException:\nCalledProcessError in file Snakefile, line 8:\n{how}\nError in rule scores:\n"
+        f"    message: None\n    jobid: {i}\n    log: {logs}/scores/{log} (check log file(s) for error details)\n"
+        for i, (how, log) in enumerate([(ended, "cut.log"), (ended, "bad.log"),
+                                        ("Command 'python x.py' returned non-zero exit status 1.", "quiet.log")])))
+    lines = explain_failures([str(smk_log)], logs, since=None, stream=stdio.StringIO())
+    assert lines == [f"circuitloc: {line}  [log: {logs}/scores/cut.log]",
+                     f"circuitloc: scores job failed: model 'm': no config.json  [log: {logs}/scores/bad.log]",
+                     f"circuitloc: scores job failed: 2026-01-01 00:00:00,000 INFO loading  [log: {logs}/scores/quiet.log]"]
+
+
+def test_a_run_that_ends_through_no_handler_still_says_the_disk_is_full(tmp_path, monkeypatch):
+    """Snakemake's failure to record a finished job's metadata (a full disk) raises out of its
+    scheduler and calls no onerror: the summary is printed at exit instead, and only then."""
+    import atexit
+    import collections
+    import shutil
+    import types
+
+    from circuitloc.plan.handlers import Handlers
+
+    smk_log = tmp_path / "snakemake.log"
+    smk_log.write_text("WorkflowError:\nError recording metadata for finished job ([Errno 28] No space left on "
+                       "device: '.snakemake/metadata/x').\n")
+    wf = types.SimpleNamespace(modifier=types.SimpleNamespace(modify_rulename=lambda name: name), dryrun=False,
+                               logger_manager=types.SimpleNamespace(get_logfile=lambda: str(smk_log)))
+    at_exit = []
+    monkeypatch.setattr(atexit, "register", at_exit.append)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 4096, 4096))
+    full = (f"circuitloc: the disk of {os.path.abspath('.')} is full (4096 bytes free): no partial result was kept; "
+            "free space, then rerun the same command")
+    for ended_by in (None, "success", "error"):
+        handlers = Handlers(wf, {"models": {}}, str(tmp_path / "dag.json"), str(tmp_path / "report.html"))
+        handlers.watch_end()  # what onstart does first
+        assert at_exit[-1] == handlers.unfinished_end
+        if ended_by:
+            getattr(handlers, ended_by)(str(smk_log))
+        out = stdio.StringIO()
+        lines = handlers.unfinished_end(stream=out)
+        if ended_by:  # a handler ran (and said what it says): nothing more at exit
+            assert lines is None and out.getvalue() == ""
+        else:
+            assert lines == [full] and "why the run failed" in out.getvalue()
+            assert handlers.unfinished_end(stream=out) is None  # said once

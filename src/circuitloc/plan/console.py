@@ -7,6 +7,7 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -19,6 +20,9 @@ _ERROR = re.compile(r"\b(ERROR|Error|error)\b|^\w*(Error|Exception)\b")
 # killed by that signal leaves: a job's failure then is the interruption, not a reason in its log
 _USER_STOP = re.compile(r"Terminating processes on user request|Cancelling snakemake on user request")
 _INTERRUPT = re.compile(r"^KeyboardInterrupt\b")
+# how Snakemake says a job's command ended by a signal: killed by it, or a shell's exit status 128 + n
+_SIGNALLED = re.compile(r"died with <Signals\.(SIG\w+): \d+>|returned non-zero exit status (1[3-5]\d)\b")
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 def failed_logs(snakemake_logs, log_root=paths.LOGS, since: float | None = None) -> dict[str, str]:
@@ -51,6 +55,42 @@ def failed_logs(snakemake_logs, log_root=paths.LOGS, since: float | None = None)
                     out.setdefault(str(p), p.relative_to(log_root).parts[0])
             except OSError:
                 continue
+    return out
+
+
+def _signal_name(m: re.Match) -> str | None:
+    if m.group(1):
+        return m.group(1)
+    try:
+        return signal.Signals(int(m.group(2)) - 128).name
+    except ValueError:
+        return None
+
+
+def job_signals(snakemake_logs) -> dict[str, str]:
+    """{job log path: signal} for every failed job whose command Snakemake says a signal ended (its
+    "died with <Signals.SIGINT: 2>", or a shell's exit status 128 + n, in the lines of that job's
+    error block up to its `log:` line)."""
+    out: dict[str, str] = {}
+    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        sig, rule = None, None
+        for line in lines:
+            m = _SIGNALLED.search(line)
+            if m:
+                sig = _signal_name(m) or sig
+            if _RULE_ERROR.match(line):
+                rule = True
+                continue
+            m = _LOG_LINE.match(line)
+            if rule and m:
+                if sig:
+                    for p in m.group(1).split(", "):
+                        out.setdefault(p.strip(), sig)
+                sig, rule = None, None
     return out
 
 
@@ -92,9 +132,11 @@ def user_stopped(snakemake_logs) -> bool:
     return False
 
 
-def _job_line(log_path, rule: str, stopped: bool) -> str:
+def _job_line(log_path, rule: str, stopped: bool, sig: str | None = None) -> str:
     """One job's line. After a Ctrl-C, a job whose log reports no error of its own (or only the
-    KeyboardInterrupt) was interrupted, not failed: its last INFO line is no reason."""
+    KeyboardInterrupt) was interrupted, not failed: its last INFO line is no reason. So is a job a
+    signal ended (`sig`, from Snakemake's log) with no error in its log, even where Snakemake itself
+    went on (a SIGINT it ignored, a scheduler's SIGTERM): the signal is named instead."""
     try:
         lines = _read_lines(log_path)
     except OSError:
@@ -102,6 +144,11 @@ def _job_line(log_path, rule: str, stopped: bool) -> str:
     error = _error_line(lines) if lines else None
     if (stopped and error is None) or any(_INTERRUPT.search(ln) for ln in lines or ()):
         return f"circuitloc: {rule} job interrupted before it finished  [log: {log_path}]"
+    if error is None and sig:
+        if sig in _STOP_SIGNALS:
+            return f"circuitloc: {rule} job interrupted ({sig}) before it finished  [log: {log_path}]"
+        why = " (out of memory, or a scheduler's limit?)" if sig == "SIGKILL" else ""
+        return f"circuitloc: {rule} job killed by {sig} before it finished{why}  [log: {log_path}]"
     return f"circuitloc: {rule} job failed: {last_error_line(log_path)}  [log: {log_path}]"
 
 
@@ -110,7 +157,9 @@ def explain_failures(snakemake_logs, log_root=paths.LOGS, since: float | None = 
     the user stopped (Ctrl-C) is reported as interrupted, each job it cut short as interrupted."""
     stream = stream or sys.stderr
     stopped = user_stopped(snakemake_logs)
-    lines = [_job_line(p, rule, stopped) for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
+    signals = job_signals(snakemake_logs)
+    lines = [_job_line(p, rule, stopped, signals.get(p))
+             for p, rule in failed_logs(snakemake_logs, log_root, since).items()]
     full = disk_full_line()
     if full:
         lines.append(full)

@@ -35,6 +35,7 @@ class Handlers:
         """Record the user's command (the jobs' recovery hints print it back), say what will run,
         and record the DAG for the cost job when this run makes the cost table: Snakemake's lock lets
         one run at a time make it, so a concurrent run on other targets never replaces its record."""
+        self.watch_end()
         wf = self.workflow
         record_command(sys.argv, wf.dag_settings.targets, wf.workdir_init)
         jobs = list(wf.dag.needrun_jobs())
@@ -62,8 +63,29 @@ class Handlers:
         return summary
 
     def success(self, log=None) -> None:
+        self.ended = True
         report_ready(self.report)
 
     def error(self, log=None) -> None:
         """A failed job's reason is in its own log: print it last, where the user is looking."""
+        self.ended = True
         explain_failures(log, since=self.started)
+
+    def watch_end(self) -> None:
+        """From the run's start: at exit, `unfinished_end` unless onsuccess or onerror ran."""
+        self.ended = False
+        atexit.register(self.unfinished_end)
+
+    def unfinished_end(self, stream=None) -> list[str] | None:
+        """A run that started and ended through neither onsuccess nor onerror: an error out of
+        Snakemake's own scheduler, which calls no handler (a full disk fails its metadata record of a
+        finished job: "Error recording metadata for finished job"). The failure summary then, with
+        the full disk's line where the disk is full, printed at exit below Snakemake's error."""
+        if getattr(self, "ended", True):
+            return None
+        self.ended = True
+        try:
+            log = self.workflow.logger_manager.get_logfile()
+        except Exception:  # at exit: the summary from the job logs alone rather than a traceback
+            log = None
+        return explain_failures(log, since=self.started, stream=stream)
