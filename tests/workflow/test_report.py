@@ -27,6 +27,40 @@ def _results(html):
     return results, text
 
 
+def _unresolvable_rows(html) -> list[str]:
+    """Rows of the report's result lists that Snakemake's report (abstract_results.js getData, as of
+    Snakemake 9) cannot resolve: a label after the first that has exactly two values, each on half a
+    subcategory's items, becomes a toggle (the only one, or none where two labels qualify), and each
+    row of the other labels must then have an item under both values; one without blanks the page
+    (`Cannot read properties of undefined (reading 'mime_type')`). The browser's own check:
+    test_report_browser.py."""
+    results, text = _results(html)
+    m = re.search(r"^\s*var categories = (?=\{)", text, flags=re.M)
+    assert m, f"{html}: no categories in the report"
+    categories, _ = json.JSONDecoder().raw_decode(text, m.end())
+    problems = []
+    for category, subs in categories.items():
+        for sub, paths in subs.items():
+            items = [results[p] for p in paths]
+            labels = list(dict.fromkeys(k for item in items for k in item["labels"]))
+            toggles = []
+            for label in labels[1:]:
+                values = [item["labels"][label] for item in items if label in item["labels"]]
+                if len(set(values)) == 2 and all(values.count(v) * 2 == len(items) for v in set(values)):
+                    toggles.append(label)
+            if len(toggles) != 1:
+                continue
+            (toggle,) = toggles
+            rows = {}
+            for path, item in zip(paths, items):
+                key = tuple(item["labels"].get(k, "") for k in labels if k != toggle)
+                rows.setdefault(key, set()).add(item["labels"].get(toggle))
+            both = {item["labels"][toggle] for item in items}
+            problems += [f"{category} / {sub}: row {key} has no item for {toggle} = {sorted(both - have)}"
+                         for key, have in rows.items() if have != both]
+    return problems
+
+
 def _expected(run):
     """Every table (its HTML page, beside its CSV) and figure the run made."""
     files = sorted(run.glob("results/tables/*.html")) + sorted(run.glob("results/figures/*.png"))
@@ -71,6 +105,8 @@ def _check_report(html, run):
     # nothing else is reported, and the workflow description is there
     assert set(results) == {str(f.relative_to(run)) for f in files}, sorted(set(results) ^ {str(f.relative_to(run)) for f in files})
     assert "circuitloc" in text and "heads-to-80%" in text
+    # every item opens: no label the report turns into a toggle without an item for each value
+    assert not _unresolvable_rows(html), _unresolvable_rows(html)
 
 
 def _check_table_page(page):
