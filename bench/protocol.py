@@ -4,6 +4,7 @@ whether the savings change a number. Not a test: it prints a table.
     .venv/bin/python bench/protocol.py --quick                      # minutes: short curves, few prompts
     .venv/bin/python bench/protocol.py                              # the paper's curve settings, n_curve 100
     .venv/bin/python bench/protocol.py --card results/models/smollm2_135m/card.json --tasks ioi
+    .venv/bin/python bench/protocol.py --device cuda --dtype bfloat16 --batch-tokens auto   # on a GPU, as a job there
 
 Stages: scan (every unit alone on the scoring prompts, the score job), ranked curve, greedy
 selection (the candidates, on the scoring prompts), greedy reported steps (on the curve prompts),
@@ -16,8 +17,15 @@ Variants are settings overrides (`VARIANTS`): `today` (every set from the clean 
 `resume` (engine.incremental), `resume+stop` (and the ranked curve's early stop, config/paper.yaml's).
 `guided` (and guided greedy: `greedy_guided` candidates run exactly per step, chosen by
 attribution, `greedy_audit` the share of steps whose whole pool also runs; config/paper.yaml's). Each variant's numbers are compared with today's: ranked curve
-values on common steps, heads-to-80% (ranked and greedy), curve area, greedy choices, sufficiency
-and control values.
+values on common steps, heads-to-80% (ranked and greedy), curve area (`area_diff`: a ranked curve
+stopped early holds its last damage to the end, docs/method.md, so where the full curve falls back
+below damage 1 after the stop its area is larger than today's), greedy choices, sufficiency and
+control values.
+
+`--device` runs it where the jobs run (`models.load.load_engine` on that device, with the attention
+kernel a job gets there; `--batch-tokens auto` sizes the budget to the device as a job's `auto`
+does, engine.budget); seconds are taken after the device has finished its queued work. `main(argv)`
+returns what it printed: tests/models/test_bench_commands.py runs it on the CPU with a tiny model.
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ VARIANTS = {
 STAGES = ("scan", "ranked", "greedy_select", "greedy_report", "sufficiency", "control")
 
 
+def _sync():
+    """Wait for the GPU's queued work, so that seconds are the device's, not the launches'."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 class Timed:
     """A probe whose `extend` calls are timed (greedy's selection and reported steps apart)."""
 
@@ -58,8 +72,10 @@ class Timed:
         self.probe, self.task, self.seconds = probe, probe.task, 0.0
 
     def extend(self, chosen, additions):
+        _sync()
         t = time.perf_counter()
         out = self.probe.extend(chosen, additions)
+        _sync()
         self.seconds += time.perf_counter() - t
         return out
 
@@ -69,8 +85,10 @@ class Timed:
 
 def _passes(scanner, fn):
     """(result, forward passes, seconds) of fn() on `scanner`."""
+    _sync()
     scanner.forward_passes, t = 0.0, time.perf_counter()
     out = fn()
+    _sync()
     return out, scanner.forward_passes, time.perf_counter() - t
 
 
@@ -159,10 +177,11 @@ def compare(out: dict, ref: dict, metric: str) -> dict:
             "greedy_max_diff": _diff([r[metric] for r in out["greedy"]], [r[metric] for r in ref["greedy"]])
             if len(out["greedy"]) == len(ref["greedy"]) else float("nan"),
             "sufficiency_max_diff": _diff([r[metric] for r in out["sufficiency"]], [r[metric] for r in ref["sufficiency"]]),
-            "control_max_diff": _diff(out["control"], ref["control"])}
+            "control_max_diff": _diff(out["control"], ref["control"]),
+            "area_diff": summary(out)["area"] - summary(ref)["area"]}
 
 
-def print_task(task: str, scan_cost, results: dict, metric: str) -> None:
+def print_task(task: str, scan_cost, results: dict, metric: str) -> dict:
     names = list(results)
     print(f"\n## {task}: forward-pass equivalents (curve prompts; scan: scoring prompts) and seconds")
     print(f"{'stage':15s}" + "".join(f"{n:>24s}" for n in names))
@@ -174,16 +193,20 @@ def print_task(task: str, scan_cost, results: dict, metric: str) -> None:
     base = tot[0]
     print(f"{'x fewer passes':15s}" + "".join(f"{base / tot[2 * i]:>23.2f}x" for i in range(len(names))))
     ref = results[names[0]][1]
+    shown = {}
     for n in names:
         s = summary(results[n][1])
         c = compare(results[n][1], ref, metric)
+        shown[n] = {"cost": results[n][0], "summary": s, "vs_first": c, "total_passes": tot[2 * names.index(n)]}
         print(f"{n}: {s} | vs {names[0]}: " + ", ".join(f"{k} {v:.2e}" if isinstance(v, float) else f"{k} {v}"
                                                          for k, v in c.items()))
         if "greedy_guided" in VARIANTS.get(n, {}):
-            print(f"{n} audit: {audit(results[n][1])}")
+            shown[n]["audit"] = audit(results[n][1])
+            print(f"{n} audit: {shown[n]['audit']}")
+    return shown
 
 
-def main() -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--card", default="results/models/smollm2_135m/card.json")
     ap.add_argument("--data", default="results/data", help="the run's results/data")
@@ -191,26 +214,35 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
     ap.add_argument("--quick", action="store_true", help=f"short settings {QUICK}")
     ap.add_argument("--n-curve", type=int, default=None)
-    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--batch-tokens", default="4096", help="max_batch_tokens: a number, or auto (as a job: "
+                    "sized to the device's free memory on a GPU)")
+    ap.add_argument("--device", default="cpu", help="where the model runs (cpu, cuda, cuda:1, ...)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="load in this dtype (default: the card's)")
+    ap.add_argument("--greedy-guided", type=int, default=None, help="the guided variant's exact candidates per step "
+                    "(default: config/paper.yaml's 8)")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (a busy machine: 1)")
     ap.add_argument("--scan", action="store_true", help="run the scan (else the ranking is read from the run's "
                     "scores table beside --data, and the scan's row is blank)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     card_path = Path(args.card).resolve()
     card = ModelCard.read(card_path)
     if not Path(card.path).is_absolute():  # a card's paths are relative to its run's directory
         card = dataclasses.replace(card, path=str(card_path.parents[3] / card.path))
+    if args.dtype:
+        card = dataclasses.replace(card, dtype=args.dtype)
     cfg = {**(QUICK if args.quick else PAPER)}
     cfg["n_curve"] = args.n_curve or cfg["n_curve"]
-    print(f"# bench/protocol.py: {card.name}, {'quick' if args.quick else 'paper'} settings {cfg}, "
-          f"{torch.get_num_threads()} threads")
-    loaded = load_engine(card, "cpu")
+    batch_tokens = args.batch_tokens if args.batch_tokens == "auto" else int(args.batch_tokens)
+    print(f"# bench/protocol.py: {card.name} ({card.dtype}) on {args.device}, {'quick' if args.quick else 'paper'} "
+          f"settings {cfg}, {torch.get_num_threads()} threads")
+    loaded = load_engine(card, args.device)
     import polars as pl
 
+    shown = {}
     for task in args.tasks:
         data = pl.read_parquet(Path(args.data) / task / f"{card.name}.parquet")
-        job = JobSettings(card=card, batch_tokens=args.batch_tokens, task=task, seed=0)
+        job = JobSettings(card=card, batch_tokens=batch_tokens, task=task, device=args.device, seed=0)
         job = dataclasses.replace(job, curves=cfg)  # the bench reads its own dict, not CurveSettings
         torch.manual_seed(0)
         stored = Path(args.data).parent / "scores" / task / card.name / "zero-query.parquet"
@@ -218,12 +250,15 @@ def main() -> None:
         results = {}
         for name in args.variants:
             over = VARIANTS[name]
+            if args.greedy_guided is not None and "greedy_guided" in over:
+                over = {**over, "greedy_guided": args.greedy_guided}
             torch.manual_seed(0)
             results[name] = curves(job, data, ranked, loaded, over)
             cost = results[name][0]  # each variant as it ends, so a run cut short keeps what it measured
             print(f"({task} {name}: done; " + ", ".join(f"{s} {fp:.1f} fp {sec:.0f}s" for s, (fp, sec) in cost.items())
                   + f"; {summary(results[name][1])})", flush=True)
-        print_task(task, scan_cost, results, aj.task.metric_name)
+        shown[task] = print_task(task, scan_cost, results, aj.task.metric_name)
+    return shown
 
 
 if __name__ == "__main__":

@@ -101,7 +101,12 @@ def _model(args):
             AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **kw)).save_pretrained(path)
         if not (path / "tokenizer.json").exists():  # load() opens a tokenizer beside the weights
             _save_tokenizer(path, kw["vocab_size"])
-        bridge, _ = load({"path": str(path), "dtype": args.dtype}, args.device)
+        from circuitloc.models.card import make_card
+        from circuitloc.models.load import load_tokenizer
+
+        card = make_card(args.random, {"source": "hf", "hf": str(path), "dtype": args.dtype}, str(path),
+                         load_tokenizer(str(path)))  # a card as the model stage writes it, less the weights record
+        bridge, _ = load(card, args.device)
         vocab = kw["vocab_size"]
         g = torch.Generator().manual_seed(0)
         ids = torch.randint(1000, vocab, (args.prompts, 18), generator=g)
@@ -156,7 +161,7 @@ def _measure(args, mode, queue):
 
         sc = Scanner(engine_model(bridge), n_heads, d_head, args.batch_tokens)
         vals = -attribute(sc, prompts, metric).flatten()  # estimated drop per head
-        passes = 2.0
+        passes = sc.forward_passes  # a forward and a backward to the head outputs: 2
     if args.device == "cuda":
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
@@ -186,7 +191,7 @@ def measure(args, mode):
     return out
 
 
-def main(argv=None):
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--card", default=str(ROOT / "results/models/smollm2_135m/card.json"))
     ap.add_argument("--random", choices=sorted(RANDOM), help="random weights with this model's configuration")
@@ -225,13 +230,15 @@ def main(argv=None):
           f"({mm['flops_per_s'] / 1e9:.1f} GFLOP/s, 2048^2 torch.mm, {args.threads} thread(s))")
     print(f"max |score difference| (logit diff): {np.abs(nv - ev).max():.2e}  "
           f"({'identical within 1e-4' if np.abs(nv - ev).max() <= 1e-4 else 'DIFFERENT'})")
+    result = {"model": model, "naive": naive, "engine": engine, "matmul": mm, "max_diff": float(np.abs(nv - ev).max())}
     if not args.no_attribution:
-        att = measure(args, "attribution")
+        att = result["attribution"] = measure(args, "attribution")
         rho = spearmanr(drops_n, np.array(att["values"])).statistic
         print(f"attribution: {att['seconds']:.2f} s ({naive['seconds'] / att['seconds']:.1f}x faster than naive), "
               f"Spearman vs exact drops {rho:.3f}, top head exact {int(np.argmax(drops_n)) // H}."
               f"{int(np.argmax(drops_n)) % H} vs attribution {int(np.argmax(att['values'])) // H}."
               f"{int(np.argmax(att['values'])) % H}")
+    return result
 
 
 if __name__ == "__main__":
