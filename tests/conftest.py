@@ -7,17 +7,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
-
-from helpers import tiny_model, word_tokenizer  # noqa: E402
 from workflow_helpers import CORES, copy_workflow, smk  # noqa: E402
+
+
+def pytest_configure(config):
+    """One torch thread in each process that runs tests (a worker, or pytest without workers);
+    pytest-xdist's controller runs none and does not import torch (seconds of CPU a run)."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory):
     """Tiny random GPT-NeoX (Pythia's architecture) and Qwen2 (MHA and GQA) in Hugging Face layout."""
+    from helpers import tiny_model, word_tokenizer
+
     root = tmp_path_factory.mktemp("tiny")
     tok = word_tokenizer()
     out = {}

@@ -5,8 +5,8 @@ table jobs both read it; circuitloc.models.card builds it.
 
 The file's bytes are what `write` makes of the record: the shared fields, then the fields of the
 card's source (`SOURCE_FIELDS`, in that order), then `weights` and `engine`, as indented JSON. A
-rebuild with identical weights writes identical bytes (tests/test_weights.py), and reading a card
-and writing it again gives the same bytes back (tests/test_modelcard.py). A card with a field
+rebuild with identical weights writes identical bytes (tests/models/test_weights.py), and reading a card
+and writing it again gives the same bytes back (tests/unit/test_modelcard.py). A card with a field
 missing or one it does not know (written by another version) is refused, naming the file and the
 command that rebuilds it."""
 

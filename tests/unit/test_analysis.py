@@ -178,6 +178,7 @@ def test_specificity_verdict_decides_a_cut_only_outside_its_interval():
         "unclear (specific or partly shared)"
 
 
+@pytest.mark.slow  # a simulation: 300 random cases of 400 draws (pyproject's slow marker)
 def test_an_interval_verdict_is_every_point_verdict_inside_its_intervals():
     """Independent check: values drawn anywhere inside the intervals, judged as points, give exactly
     the decided verdict, or one of the verdicts an 'unclear (a or b)' names (and, over many draws, all)."""

@@ -121,6 +121,7 @@ def _control_runs(true_pcts, runs=200, n=60, seed=0):
     return out
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_the_control_claim_is_not_fooled_by_the_largest_of_ten_harmless_draws():
     """Ten draws truly at 3%: the largest draw's point estimate reaches 5% in a fair share of runs
     (selection), yet the claim says "does not hold" in at most 5% of them; add one draw truly at
@@ -139,6 +140,7 @@ def test_the_control_claim_is_not_fooled_by_the_largest_of_ten_harmless_draws():
     assert verdicts == [claims.FAILS] * 50
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_the_control_claim_holds_when_every_draw_is_clearly_below_the_cut():
     one = {"q05": GQA2["q05"]}
     quiet = _control_runs([0.5] * 10, runs=20, n=180, seed=2)

@@ -36,6 +36,7 @@ def test_every_case_covers_or_is_named_in_the_docs():
             assert r["unflagged"] >= regimes.LEVEL and r["unflagged_share"] >= 0.8, r
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_widening_skewed_runs_brings_them_to_the_bar():
     """Fast (400 runs a case): skewed noise at span CV 1 and 20 prompts, and heavy-tailed noise at CV 1
     and 60 prompts, cover >= 0.93 with their finite intervals (the unwidened interval: 0.906 and
@@ -48,6 +49,7 @@ def test_widening_skewed_runs_brings_them_to_the_bar():
     assert r["widened"] <= 0.1 and r["unflagged"] >= regimes.LEVEL and r["unbounded"] < 0.01, r
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_runs_without_a_note_in_a_heavy_tailed_case_under_cover():
     """What no note can catch, as docs/method.md says: heavy-tailed prompts whose sample shows no
     skew (the tail not drawn) miss most; they are few (<= 10% at 20 prompts)."""

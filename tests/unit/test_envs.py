@@ -365,14 +365,16 @@ def test_report_env_has_what_the_table_and_figure_scripts_import():
     env, _ = _env_packages("report.yaml")
     scripts = _report_scripts()
     assert len(scripts) >= 9, scripts
-    problems = []
+    problems, trees = [], {}
     for script in scripts:
         for node in ast.walk(ast.parse(script.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup" and \
                     any(k.arg == "threads" for k in node.keywords):
                 problems.append(f"{script.name}: setup(threads=...) imports torch")
         for key, path in closure(script).items():
-            for top, eager in _scoped_imports(ast.parse(path.read_text())):
+            if path not in trees:  # the scripts share most of their closures: each module parsed once
+                trees[path] = ast.parse(path.read_text())
+            for top, eager in _scoped_imports(trees[path]):
                 if top in sys.stdlib_module_names or top in ("circuitloc", "_src_path", "__future__"):
                     continue
                 owners = {canonicalize_name(d) for d in dists.get(top, [])}

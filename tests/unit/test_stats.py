@@ -213,6 +213,7 @@ def test_intervals_cover_at_twenty_prompts():
     assert INTERVAL == "studentized"  # the method the jobs use is the one measured here
 
 
+@pytest.mark.slow  # a simulation (pyproject's slow marker)
 def test_interval_methods_agree_for_large_symmetric_samples():
     """At 2000 normal prompts percentile, BCa and studentized intervals of a mean and of a ratio are
     the same to within their Monte Carlo noise, and each is about the normal-theory interval."""

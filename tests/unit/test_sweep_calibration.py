@@ -55,6 +55,7 @@ def _shares(top, mha, kv, n, k=0):
     return hits / n
 
 
+@pytest.mark.slow  # a simulation: 40 resampled sweeps against the bench's own (pyproject's slow marker)
 def test_each_stability_is_that_of_the_verdict_it_stands_beside():
     """ioi's comparison says yes within its table (2 tests) and nothing over the three tasks' 6:
     verdict_table_stability is the share of draws giving the table's yes again, verdict_all_stability

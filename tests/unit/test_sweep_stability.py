@@ -31,6 +31,7 @@ def _stability(pm, n=80):
     return pairs["verdict"][0], stability.verdict_stability(pm, pairs, lambda p, lay: paired(p), n)[0]
 
 
+@pytest.mark.slow  # a simulation: the verdict's stability over resampled seeds (pyproject's slow marker)
 def test_a_clearly_separated_verdict_is_stable():
     """A KV-1 top head 20 points above MHA's on every seed (noise 2): 'partial' (the top head
     significant, heads-to tied) on every resample."""
@@ -40,6 +41,7 @@ def test_a_clearly_separated_verdict_is_stable():
     assert stable == 1.0
 
 
+@pytest.mark.slow  # a simulation: the verdict's stability over resampled seeds (pyproject's slow marker)
 def test_a_verdict_at_the_threshold_is_not_stable():
     """Differences whose paired t-test sits just under alpha (raw p about 0.03, Holm over the two
     primary tests about 0.05): another draw of the 12 seeds often says something else."""

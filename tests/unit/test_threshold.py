@@ -5,6 +5,7 @@ using 0.8, and no module reads a heads-to column by a hard-coded name."""
 
 import ast
 import dataclasses
+import functools
 import re
 
 import yaml
@@ -14,6 +15,12 @@ from circuitloc import metrics
 
 SRC = ROOT / "src" / "circuitloc"
 HEADS_TO_COLUMN = re.compile(r"\bheads_to_\d+")
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(source: str) -> ast.Module:
+    """A module's tree, parsed once per source text (three checks below read every module)."""
+    return ast.parse(source)
 
 
 def _docstrings(tree) -> set:
@@ -30,7 +37,7 @@ def threshold_defaults(source: str) -> list[tuple[int, str]]:
     """(line, what) of every place a module writes a threshold down: a `threshold` parameter or field
     with a number as its default, `.get("threshold", <number>)`, a `*THRESHOLD*` name set to a
     number, and a string (not a docstring) naming a heads-to column by its percentage."""
-    tree, out = ast.parse(source), []
+    tree, out = _tree(source), []
     docs = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -108,7 +115,7 @@ def key_defaults(source: str, names, aliases=()) -> list[tuple[int, str]]:
     default of a key in `names`: a parameter or field default (of that name or one of `aliases`),
     `.get("key", value)`, `.get("key") or value`, and a dict entry `"key": value` (a literal, never a
     name that refers to the one place)."""
-    tree, out, names = ast.parse(source), [], set(names)
+    tree, out, names = _tree(source), [], set(names)
     fields = names | set(aliases)
 
     def literal(node) -> bool:
@@ -220,7 +227,7 @@ def test_the_default_dtype_is_written_once():
     """"float32" in the code: the dtype tables' keys and plan.resources.DEFAULT_DTYPE, nothing else."""
     found = []
     for p in sorted(SRC.rglob("*.py")):
-        tree = ast.parse(p.read_text())
+        tree = _tree(p.read_text())
         keys = {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys if k is not None}
         found += [f"{p.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree)
                   if isinstance(n, ast.Constant) and n.value == "float32" and id(n) not in keys]

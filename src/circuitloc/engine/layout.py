@@ -102,8 +102,8 @@ def merge_heads(z: torch.Tensor) -> torch.Tensor:
 
 
 # Architectures whose engine numbers are tested, in float32 and bfloat16, equal to the naive
-# TransformerLens loop (tests/test_scan.py, tests/test_selfcheck.py) or to a plain forward with the
-# ablated heads' slice of the output projection's weight zeroed (tests/test_architectures.py).
+# TransformerLens loop (tests/models/test_scan.py, tests/models/test_selfcheck.py) or to a plain forward with the
+# ablated heads' slice of the output projection's weight zeroed (tests/models/test_architectures.py).
 # `engine.select.scanner_for` sends others to the TransformerLens bridge where it supports them, else
 # runs them here only if the self-check passes, with a warning.
 VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GemmaForCausalLM",

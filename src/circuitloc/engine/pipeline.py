@@ -47,7 +47,7 @@ def for_each_ablation(fn, job: JobSettings, dataset, files: dict, stash=None, lo
     loading the model: ~5 s) is most of a toy's; this pays it once per model and task, not once per
     ablation. `files`: {ablation: its `ScoreFiles` or `CurveFiles`}, in the order to run them. Each ablation starts from the
     torch seed a job of its own would have, so no number depends on the grouping
-    (tests/test_pipeline_groups.py). `stash`: a `resume.Stash` that keeps each finished ablation's
+    (tests/unit/test_pipeline_groups.py). `stash`: a `resume.Stash` that keeps each finished ablation's
     outputs, so a failed or killed job loses none of them. `loaded`: a (model, tokenizer) the job
     already holds (engine.stages: one load for every stage of a model)."""
 

@@ -14,7 +14,7 @@ of the same model on a few prompts; jobs run it before scoring.
 What code built on the engine (replacement.py, attribution.py) may use is public and named: `out_proj`
 (where head outputs z enter a layer's output projection), `split_heads`/`merge_heads` (z's layout),
 `hooked`, and the Scanner's `z_hooks`, `heads`, `logits_from_embeddings` and `resumed_logits` (the
-forward from embeddings, or resumed at a layer, to last-position logits); tests/test_engine_vocabulary.py
+forward from embeddings, or resumed at a layer, to last-position logits); tests/unit/test_engine_vocabulary.py
 checks that they reach for nothing private.
 
 `BridgeScanner` (engine.bridge) is the generic exact path for architectures the fast engine does not know: the same

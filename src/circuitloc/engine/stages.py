@@ -4,7 +4,7 @@ A toy's dataset, score and curve jobs spend most of their time starting (imports
 model: about 5 s each, against a few seconds of work), so a sweep of sixty toys pays nine start-ups
 per toy for about one start-up's worth of work. This runs the same three stage functions in one
 process, in the order their jobs would run, with the seed each job would have set, and writes the
-same files: no number depends on how the stages are cut into jobs (tests/test_workflow.py compares a
+same files: no number depends on how the stages are cut into jobs (tests/workflow/test_workflow.py compares a
 grouped run with the stored expected tables). Each finished dataset and ablation is kept in the
 job's stash, so a killed job loses none of them."""
 
