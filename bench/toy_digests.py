@@ -2,6 +2,7 @@
 
     python bench/toy_digests.py            # train every case, compare with tests/models/toy_digests.json
     python bench/toy_digests.py --short    # only the short trainings (150 and 60 steps)
+    python bench/toy_digests.py --default  # the default config's two toys, whole (minutes each)
     python bench/toy_digests.py --write    # store this machine's digests (a new recipe or torch version)
 
 A pinned toy (`kernels: pinned`, circuitloc.kernels) must train to the same bits on every x86-64 CPU
@@ -30,6 +31,10 @@ CASES = [
     ("sweep_dh32_kv1_s0_full", "config/sweep_capacity.yaml", "sweep_dh32_kv1_s0", None),
 ]
 SHORT = [c for c in CASES if c[3] is not None]
+# the default config's two toys as its run trains them (their cards' weights.sha256), checked by
+# --default rather than by the test suite (a few minutes each on one core)
+DEFAULT_TOYS = [("toy_mha_full", "config/config.yaml", "toy_mha", None),
+                ("toy_gqa_full", "config/config.yaml", "toy_gqa", None)]
 
 
 def spec_of(config: str, model: str, steps: int | None) -> dict:
@@ -56,20 +61,23 @@ def worker(spec_json: str, out: str) -> None:
     from circuitloc.models.card import weights_record
     from circuitloc.models.toy import train_toy
 
-    train_toy(json.loads(spec_json), out, log=lambda m: None)
-    print(json.dumps({"sha256": weights_record(out)["sha256"]}))
+    result = train_toy(json.loads(spec_json), out, log=lambda m: None)
+    print(json.dumps({"sha256": weights_record(out)["sha256"], "checks": result["checks"]}))
 
 
-def digest(config: str, model: str, steps: int | None) -> str:
+def digest(config: str, model: str, steps: int | None, checks: dict | None = None) -> str:
     """The weights digest of a fresh pinned training of `model` (a subprocess: torch reads the kernel
-    switches when it starts)."""
+    switches when it starts); its held-out checks into `checks`, when given."""
     spec = spec_of(config, model, steps)
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec), str(Path(tmp) / "toy")],
                              capture_output=True, text=True, cwd=ROOT)
         if out.returncode:
             raise RuntimeError(f"training {model} failed:\n{out.stderr[-3000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])["sha256"]
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if checks is not None:
+            checks.update(r["checks"])
+        return r["sha256"]
 
 
 def stored() -> dict:
@@ -79,6 +87,7 @@ def stored() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--short", action="store_true", help="only the short cases")
+    ap.add_argument("--default", action="store_true", help="the default config's two toys instead")
     ap.add_argument("--write", action="store_true", help=f"store this machine's digests in {STORE.relative_to(ROOT)}")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -89,11 +98,13 @@ def main(argv=None) -> int:
 
     ref = stored() if STORE.is_file() else {"digests": {}}
     got, bad = {}, 0
-    for case, config, model, steps in SHORT if a.short else CASES:
+    for case, config, model, steps in DEFAULT_TOYS if a.default else SHORT if a.short else CASES:
         t0 = time.perf_counter()
-        got[case] = digest(config, model, steps)
+        checks: dict = {}
+        got[case] = digest(config, model, steps, checks)
         want = ref["digests"].get(case)
         same = "stored" if a.write else ("equal" if got[case] == want else f"DIFFERENT (stored {want})")
+        same += "" if steps is not None else f", held-out checks {'passed' if checks.get('passed') else 'FAILED'}"
         bad += not a.write and got[case] != want
         print(f"{case:26s} {got[case]}  {same}  ({time.perf_counter() - t0:.0f} s)")
     if a.write:

@@ -48,6 +48,6 @@ def test_a_full_pinned_toy_matches_the_stored_digest():
 
 
 def test_every_case_has_a_stored_digest_and_the_cases_are_pinned_toys():
-    assert {c[0] for c in toy_digests.CASES} == set(STORED["digests"])
-    for _, config, model, steps in toy_digests.CASES:
+    assert {c[0] for c in toy_digests.CASES + toy_digests.DEFAULT_TOYS} == set(STORED["digests"])
+    for _, config, model, steps in toy_digests.CASES + toy_digests.DEFAULT_TOYS:
         assert toy_digests.spec_of(config, model, steps)["kernels"] == "pinned"
