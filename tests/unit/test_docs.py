@@ -239,3 +239,67 @@ def test_checker_fails_on_a_long_readme(repo):
     assert readme_problems(repo) == []
     (repo / "README.md").write_text("line\n" * (README_MAX_LINES + 1))
     assert readme_problems(repo) == [f"README.md has {README_MAX_LINES + 1} lines (at most {README_MAX_LINES})"]
+
+
+# -- pointers from the code and docs/extending.md's claims about the tests and a task's files ------
+CODE_DIRS = ("src", "config", "rules", "workflow", "bench")
+CODE_SUFFIXES = (".py", ".yaml", ".yml", ".smk")
+TEST_PATH = re.compile(r"\btests/[\w/.-]*?\.py\b")
+EXTENDING = ROOT / "docs" / "extending.md"
+
+
+def quoted_test_path_problems(root: Path = ROOT) -> list[str]:
+    """Every `tests/...py` path a comment or docstring of the code or a config quotes that does not
+    exist (file:line: path)."""
+    files = [p for d in CODE_DIRS for p in sorted((root / d).rglob("*")) if p.suffix in CODE_SUFFIXES
+             and "egg-info" not in p.as_posix()] + [p for p in [root / "Snakefile"] if p.is_file()]
+    return [f"{p.relative_to(root)}:{i}: {m}" for p in files
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            for m in TEST_PATH.findall(line) if not (root / m).is_file()]
+
+
+def test_every_test_path_quoted_in_the_code_exists():
+    assert quoted_test_path_problems() == []
+
+
+def test_the_test_path_check_finds_a_moved_test(repo):
+    (repo / "tests" / "unit").mkdir(parents=True)
+    (repo / "tests" / "unit" / "test_a.py").write_text("")
+    (repo / "bench" / "run.py").write_text("# checked by tests/unit/test_a.py and tests/test_a.py\n")
+    (repo / "config" / "paper.yaml").write_text("seed: 0  # tests/unit/test_a.py::test_one\n")
+    assert quoted_test_path_problems(repo) == ["bench/run.py:1: tests/test_a.py"]
+
+
+def _row(first_cell: str) -> list[str]:
+    """The cells of docs/extending.md's table row that begins with `first_cell`."""
+    for line in EXTENDING.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"docs/extending.md has no table row {first_cell!r}")
+
+
+def test_the_test_folders_hold_as_many_files_as_the_docs_say():
+    for folder in ("unit", "models", "workflow"):
+        n = len(list((ROOT / "tests" / folder).glob("test_*.py")))
+        assert _row(f"`tests/{folder}/`")[-1] == str(n), f"docs/extending.md: tests/{folder}/ holds {n} test files"
+
+
+def test_the_shipped_task_recipe_names_each_file_a_task_touches():
+    """The row 'a task, shipped' counts the files it names; each names every built-in task (a new
+    one goes beside them there), and so does no report caption it leaves out."""
+    from circuitloc.plan import builtin_tasks
+
+    cells = _row("a task, shipped")
+    files = [t for t in INLINE_CODE.findall(cells[2]) if "/" in t and t.endswith((".py", ".yaml", ".rst"))]
+    assert cells[1] == str(len(files)), (cells[1], files)
+    tasks = [t.name for t in builtin_tasks.BUILTIN if t.in_workflow and t.base is None]
+
+    def names_every_task(path: Path) -> bool:
+        text = path.read_text(encoding="utf-8").lower()
+        return all(re.search(rf"\b{t}\b", text) for t in tasks)
+
+    listed = {ROOT / f for f in files if "<" not in f}
+    assert all(names_every_task(p) for p in listed), [str(p) for p in listed if not names_every_task(p)]
+    captions = {p for p in (ROOT / "report").glob("*.rst") if names_every_task(p)}
+    assert captions <= listed, sorted(str(p.relative_to(ROOT)) for p in captions - listed)
