@@ -303,3 +303,14 @@ def test_the_shipped_task_recipe_names_each_file_a_task_touches():
     assert all(names_every_task(p) for p in listed), [str(p) for p in listed if not names_every_task(p)]
     captions = {p for p in (ROOT / "report").glob("*.rst") if names_every_task(p)}
     assert captions <= listed, sorted(str(p.relative_to(ROOT)) for p in captions - listed)
+
+
+def test_no_unit_test_has_a_wall_clock_timeout():
+    """docs/extending.md: no test in tests/unit gives a call a wall-clock `timeout=` (on a busy machine
+    a fresh interpreter's imports outran one and failed a correct test)."""
+    import ast
+
+    found = [f"{p.name}:{n.lineno}" for p in sorted((ROOT / "tests" / "unit").glob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+             if isinstance(n, ast.Call) and any(k.arg == "timeout" for k in n.keywords)]
+    assert found == [], found
