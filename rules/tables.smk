@@ -34,6 +34,8 @@ for _tasks, _ablations in targets.task_groups(config):
             threshold=config["curves"]["threshold"],
             # the conditioning rule: fewer held-out prompts than this carry no damage percentage
             min_heldout=lambda wc: views.min_heldout(config, wc.task),
+            # the level of the bootstrap intervals (Table 2 widens the control draws' to a Bonferroni level)
+            ci=config["bootstrap"]["ci"],
             models=targets.per_ablation_models(config, _ablations),
             code=code_version("tables.py"),
         script:

@@ -18,7 +18,6 @@ from circuitloc.report import claims
 from circuitloc.report.analysis import top_freqs
 from circuitloc.report.sweep import per_model
 from circuitloc.report.tables import table2
-from circuitloc.report.verdicts import across_kinds
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.registry import TASKS
 from circuitloc.units import Unit
@@ -81,16 +80,19 @@ def test_top_unit_frequency_is_one_for_a_clear_top_and_low_for_a_tie():
 
 
 def test_holds_under_says_no_for_opposite_directions():
-    key = {"task": "facts", "size": "small", "kv_heads": 1, "vs_kv_heads": 8, "unit": "query", "vs_unit": "query"}
-    label = "(holm-adjusted alpha 0.05)"
-    zero = f"partial: top head significant (says fewer KV more concentrated), heads-to not (points the same way) {label}"
-    mean = (f"exploratory: partial: heads-to significant (says fewer KV less concentrated), top head not (points "
-            f"the other way) {label}")
-    out = across_kinds(pl.DataFrame([{**key, "kind": "zero", "verdict_all": zero},
-                                     {**key, "kind": "mean", "verdict_all": mean}]), ("zero",))
+    """Zero ablation: the top head significant, more concentrated; mean ablation: heads-to
+    significant, less concentrated. Both are 'partial', and a comparison of verdict classes alone
+    would call them the same: holds_under compares measure and direction, so it says 'zero only'."""
+    from test_sweep import _paired_row
+
+    from circuitloc.report.verdicts import overview
+
+    zero = _paired_row("small", 5.0, 0.001, 0.4, 0.5, wins=5, losses=4)
+    mean = _paired_row("small", 1.0, 0.4, 0.001, 0.5, wins=0, losses=10)
+    out = overview({("facts", "zero-query"): pl.DataFrame([zero]), ("facts", "mean-query"): pl.DataFrame([mean])})
     assert out["holds_under"].to_list() == ["zero only"] * 2
     assert out["verdict_by_kind"][0] == "zero: partial (top head, more); mean: partial (heads-to, less)"
-    same = across_kinds(pl.DataFrame([{**key, "kind": k, "verdict_all": zero} for k in ("zero", "mean")]), ("zero",))
+    same = overview({("facts", k): pl.DataFrame([zero]) for k in ("zero-query", "mean-query")})
     assert same["holds_under"].to_list() == ["every kind"] * 2
 
 

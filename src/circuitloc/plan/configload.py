@@ -1,11 +1,10 @@
 """The run's configuration, before Snakemake's schema validation: the embedded default
 (config/config.yaml), then every `--configfile` in order, then `--config k=v`, merged recursively.
 
-Why here and not in the Snakefile: Snakemake merges `--configfile` and `--config` onto the
-Snakefile's `configfile:` only when the two never overlap in the way this workflow needs (a config
-that brings its own `models:` must replace the default's models, never add to them), and loads the
-default not at all when `--configfile` is given. Standard library and yaml only: the Snakefile
-imports it at DAG-build time.
+Why here and not in the Snakefile: Snakemake merges `--configfile` and `--config` onto the Snakefile's
+`configfile:` only when the two never overlap in the way this workflow needs (a config that brings its own
+`models:` must replace the default's models, never add to them), and loads the default not at all when
+`--configfile` is given. Standard library and yaml only: the Snakefile imports it at DAG-build time.
 """
 
 from __future__ import annotations
@@ -72,16 +71,14 @@ def load_layer(path) -> dict:
         raise ConfigError(f"config file {path}: {e}") from e
     except yaml.YAMLError as e:
         raise ConfigError(yaml_error_line(path, e)) from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+    if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a mapping of keys to values, got {type(data).__name__}")
-    return data
+    return data or {}
 
 
 def yaml_error_line(path, e: yaml.YAMLError) -> str:
-    """One line for a YAML file that does not parse: the file, the line and column where the parser
-    stopped, what it found (PyYAML's own message spans several lines, with a copy of the text)."""
+    """One line for a YAML file that does not parse: the file, the line and column where the parser stopped,
+    what it found (PyYAML's own message spans several lines, with a copy of the text)."""
     mark = getattr(e, "problem_mark", None)
     if mark is None:
         return f"config file {path}: not valid YAML: {' '.join(str(e).split())}"
@@ -287,9 +284,8 @@ def validate(config: dict, schema: dict) -> None:
 
 
 def main(argv=None) -> int:
-    """`python -m circuitloc.plan.configload FILE...`: each config file read as the plan reads it, one
-    line per file that does not parse (file, line, column). Snakemake parses `--configfile` itself
-    before the workflow loads, and names neither the file nor the line of a YAML error."""
+    """`python -m circuitloc.plan.configload FILE...`: one line per config file that does not parse (file, line,
+    column). Snakemake parses `--configfile` itself, before the workflow loads, naming neither."""
     bad = 0
     for path in (sys.argv[1:] if argv is None else argv):
         try:

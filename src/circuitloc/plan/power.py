@@ -95,9 +95,8 @@ def primary_comparisons(config: dict) -> list[dict]:
     which of its verdict's measures are run and primary), and per comparison `n_primary`, its
     primary tests; tables that `sweep.adjust_with` adds count for their tasks."""
     sweep = config.get("sweep") or {}
-    primary = sweep.get("primary") or {}
-    units, kinds = primary.get("units", ["query"]), primary.get("kinds", ["zero"])
-    measures = set(primary.get("measures", ["top_head", "heads_to_greedy"]))
+    primary = sweep["primary"]  # the schema's default fills it and its keys
+    units, kinds, measures = primary["units"], primary["kinds"], set(primary["measures"])
     toys = sweep_models(config)
     pairs = sweep_pairs(config)
     extra = [tuple(k.split("/", 1)) for k in sweep_adjust_with(config)]

@@ -21,13 +21,14 @@ class TableJob:
     ablation: str
     threshold: float | None = None
     min_heldout: int = 0
+    ci: float = 0.95  # the bootstrap intervals' level (config bootstrap.ci): Table 2's control adjustment reads it
 
     @classmethod
     def from_rule(cls, wildcards, params: dict, ablation: str | None = None) -> TableJob:
         """`ablation`: one of a per-task job's ablations (its rule has no ablation wildcard)."""
         threshold = params.get("threshold")
         return cls(wildcards.task, ablation or wildcards.ablation, None if threshold is None else float(threshold),
-                   int(params.get("min_heldout") or 0))
+                   int(params.get("min_heldout") or 0), float(params.get("ci") or cls.ci))
 
 
 def by_model(inputs, kind: str, i: int, models: list) -> dict:

@@ -8,12 +8,11 @@ import numpy as np
 import polars as pl
 from tabulate import tabulate
 
-from circuitloc import intervals, io
-from circuitloc import metrics
-from circuitloc import sufficiency
+from circuitloc import intervals, io, metrics, sufficiency
 from circuitloc.io import frame
 from circuitloc.metrics import rank
 from circuitloc.plan import registry, vocab
+from circuitloc.report.jobs import TableJob
 from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
 from circuitloc.report.html_table import display_rows, html_path, table_page
 
@@ -214,19 +213,16 @@ def _condition_row(row: dict, threshold: float) -> dict:
 
 
 def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool, n_prompts: int = 0, ci: float = 0.95) -> dict:
-    """control_max_drop_pct_lo/hi: the `ci` interval of the draw with the largest damage (NaN
-    without a bootstrap, draws or a damage percentage); and the draws' simultaneous bounds, each
-    draw's interval at the Bonferroni level 1 - (1 - ci) / draws (`control_adj_level_pct`, in %), read off its
-    `ci` interval by scaling each side's distance from the estimate by the ratio of Student's t
-    quantiles (n_prompts - 1 degrees of freedom) of the two levels: `control_adj_drop_pct_lo`, the
-    largest lower bound of any draw, `control_adj_drop_pct_hi`, the largest upper bound (what the control claim
-    judges: `claims_draws.random_heads_harmless`)."""
+    """control_max_drop_pct_lo/hi: the `ci` interval of the largest draw (NaN without a bootstrap, draws or
+    a percentage); control_adj_drop_pct_lo/hi: the largest lower and upper bound of any draw at the Bonferroni
+    level 1 - (1 - ci) / draws (`control_adj_level_pct`), its `ci` interval's sides scaled by the ratio of the
+    levels' Student t quantiles (n_prompts - 1 df): what `claims_draws.random_heads_harmless` judges."""
     ok = len(ctrl) and pct_ok and "damage_lo" in ctrl.columns
     i = int(np.argmax(ctrl_pct)) if ok else 0
     out = {f"control_max_drop_pct_{s}": 100 * float(ctrl[f"damage_{s}"][i]) if ok else np.nan for s in ("lo", "hi")}
     k = len(ctrl)
-    level = 100 * (1 - (1 - ci) / k) if k else np.nan
-    out.update(control_adj_level_pct=level, control_adj_drop_pct_lo=np.nan, control_adj_drop_pct_hi=np.nan)
+    out.update(control_adj_level_pct=100 * (1 - (1 - ci) / k) if k else np.nan, control_adj_drop_pct_lo=np.nan,
+               control_adj_drop_pct_hi=np.nan)
     if ok:
         from scipy.special import stdtrit  # here: only Table 2 needs it
 
@@ -241,12 +237,13 @@ def _control_max_interval(ctrl: pl.DataFrame, ctrl_pct, pct_ok: bool, n_prompts:
 
 
 def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | None = None,
-           min_heldout: int = 0, ci: float = 0.95) -> pl.DataFrame:
-    """Per model: the top unit alone and random control units, on the curve prompts (held-out
-    unless `curve_prompts` says all): any non-top unit of a model with fewer than six layers, else
-    of its middle third of layers (`metrics.control_layers`; `control_rule` says which);
-    percentages only where the conditioning rule allows them (`damage_condition`; else empty, with
-    `damage_note`). `ci`: the level of the control draws' intervals (config bootstrap.ci)."""
+           job: TableJob | None = None) -> pl.DataFrame:
+    """Per model: the top unit alone and random control units, on the curve prompts (held-out unless
+    `curve_prompts` says all): any non-top unit of a model with fewer than six layers, else of its middle third
+    of layers (`metrics.control_layers`; `control_rule` says which); percentages only where the conditioning
+    rule allows them (`damage_condition`; else empty, with `damage_note`). `job`: its `min_heldout` and the
+    level `ci` of the control draws' intervals (config bootstrap.ci); none: no minimum, 95%."""
+    job = job or TableJob(task, "")
     rows = []
     for model, card in cards.items():
         c = curves[model]
@@ -259,7 +256,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
         ctrl_pct = 100 * metrics.damage(clean, ctrl[metric].to_numpy(), floor, t.higher_is_better)
         behaves = task_behaviour(clean, floor, t.higher_is_better)
         cond = damage_condition(None if scores is None else scores[model], c, metric, t.higher_is_better,
-                                min_heldout)
+                                job.min_heldout)
         pct_ok = cond["damage_ok"]
         rows.append({
             "model": model, "attention": card.attention, "curve_prompts": _curve_prompts(c),
@@ -276,7 +273,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             "control_drop_pct_mean": float(np.mean(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             "control_drop_pct_max": float(np.max(ctrl_pct)) if len(ctrl) and pct_ok else np.nan,
             # the largest draw's damage interval over prompts (the control claim judges that draw)
-            **_control_max_interval(ctrl, ctrl_pct, pct_ok, int(c["n_prompts"][0]), ci),
+            **_control_max_interval(ctrl, ctrl_pct, pct_ok, int(c["n_prompts"][0]), job.ci),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             **({"scores_note": scores_note(scores[model])} if scores and scores_note(scores[model]) else {}),
             "task_behaviour": behaves,

@@ -44,8 +44,7 @@ def write_table1(job: TableJob, cards: dict, scores: dict, curves: dict, out: Ta
 def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: TableFiles,
                  scores: dict | None = None):
     """Table 2 (the top unit alone against random control units) of one task and ablation."""
-    df = table2(job.task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None,
-                job.min_heldout)
+    df = table2(job.task, _cards(cards), _read(curves), _read(controls), _read(scores) if scores else None, job)
     write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
                                      "non-top units as a control (any layer below six layers, else the middle "
                                      "third: control_rule; the largest draw with its 95% interval)", shown=table2_form(df))
