@@ -18,6 +18,13 @@ HEADS_TO_COLUMN = re.compile(r"\bheads_to_\d+")
 
 
 @functools.lru_cache(maxsize=None)
+def _defaults(node) -> list:
+    """(argument, default expression) of a function's parameters that have a default."""
+    a = node.args
+    pos = a.posonlyargs + a.args
+    return list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
+
+
 def _tree(source: str) -> ast.Module:
     """A module's tree, parsed once per source text (three checks below read every module)."""
     return ast.parse(source)
@@ -41,10 +48,7 @@ def threshold_defaults(source: str) -> list[tuple[int, str]]:
     docs = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = node.args
-            pos = a.posonlyargs + a.args
-            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
-            out += [(node.lineno, f"parameter {arg.arg}={d.value}") for arg, d in pairs
+            out += [(node.lineno, f"parameter {arg.arg}={d.value}") for arg, d in _defaults(node)
                     if d is not None and "threshold" in arg.arg.lower() and _number(d)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if "threshold" in node.target.id.lower() and _number(node.value):
@@ -131,10 +135,7 @@ def key_defaults(source: str, names, aliases=()) -> list[tuple[int, str]]:
     docs = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = node.args
-            pos = a.posonlyargs + a.args
-            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
-            out += [(node.lineno, f"parameter {arg.arg}={d.value!r}") for arg, d in pairs
+            out += [(node.lineno, f"parameter {arg.arg}={d.value!r}") for arg, d in _defaults(node)
                     if d is not None and arg.arg in fields and literal(d)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             if node.target.id in fields and literal(node.value):

@@ -25,16 +25,21 @@ _SIGNALLED = re.compile(r"died with <Signals\.(SIG\w+): \d+>|returned non-zero e
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
+def _log_lines(snakemake_logs):
+    """The lines of each Snakemake log (one path or several) that can be read."""
+    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
+        try:
+            yield Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+
+
 def failed_logs(snakemake_logs, log_root=paths.LOGS, since: float | None = None) -> dict[str, str]:
     """{job log path: rule} for every job Snakemake reported as failed in its own log(s), plus any
     job log under `log_root` written since `since` that holds an ERROR line (a job that failed
     after the Snakemake log was last flushed)."""
     out: dict[str, str] = {}
-    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
-        try:
-            lines = Path(path).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
+    for lines in _log_lines(snakemake_logs):
         rule = None
         for line in lines:
             m = _RULE_ERROR.match(line)
@@ -72,11 +77,7 @@ def job_signals(snakemake_logs) -> dict[str, str]:
     "died with <Signals.SIGINT: 2>", or a shell's exit status 128 + n, in the lines of that job's
     error block up to its `log:` line)."""
     out: dict[str, str] = {}
-    for path in [snakemake_logs] if isinstance(snakemake_logs, (str, Path)) else snakemake_logs or ():
-        try:
-            lines = Path(path).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
+    for lines in _log_lines(snakemake_logs):
         sig, rule = None, None
         for line in lines:
             m = _SIGNALLED.search(line)
