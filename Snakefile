@@ -29,6 +29,12 @@ try:
 except ConfigError as e:  # one line per problem, without a traceback
     sys.exit(str(e))
 
+# A toy's or GGUF model's weights file deleted or truncated inside its weights folder (which Snakemake
+# does not look into): its card is forced (rule model's input function), so a plain rerun rebuilds
+# the model (plan.weights).
+from circuitloc.plan.weights import LostWeights  # noqa: E402
+
+LOST_WEIGHTS = LostWeights(workflow, config)
 
 # The report opens on the run's answer once the run has written it (rule landing), else on the
 # workflow's description.

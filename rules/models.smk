@@ -4,11 +4,12 @@
 # writes the card only. The two rules split the models by source (plan.views.weights_pattern).
 # The card records each weights file's size and sha256 and no timings (those are in the log and the
 # benchmark file), so a rebuild with identical weights writes identical bytes. Snakemake does not
-# look inside weights/: a job that loads them checks them against the card first and, if a file is
-# truncated or corrupt, says to rebuild with `snakemake --forcerun results/models/<model>/card.json`.
+# look inside weights/: the plan forces the card of a model whose folder lacks a file the card lists
+# or holds one of another size (plan.weights, from the Snakefile), and a job that loads them checks
+# them against the card first (a corrupt file: its hint prints the user's command with a forcerun).
 rule model:
     input:
-        unpack(lambda wc: inputs.model_inputs(config, ROOT, wc)),
+        unpack(lambda wc: inputs.model_inputs(config, ROOT, wc, LOST_WEIGHTS.force)),
     output:
         card=paths.CARD,
         weights=directory(paths.WEIGHTS),

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from circuitloc.errors import ArtifactError
+from circuitloc.usercommand import command_with
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -119,9 +120,14 @@ def read_json(path):
 def rebuild_hint(path) -> str:
     """The command that rebuilds an artifact of this run and exactly what depends on it. A deleted or
     rewritten intermediate is not enough: Snakemake plans nothing for a missing file whose
-    consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one. A job
-    runs in the run's directory; one without a Snakefile was started with `--directory`, which the
-    command then needs too (the artifact's path is relative to it)."""
+    consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one. The
+    user's own command with `--forcerun path` added where the run recorded it (circuitloc.plan.command:
+    its program as typed, config files, directory); else the plain form: a job runs in the run's
+    directory, and one without a Snakefile was started with `--directory`, which the command then
+    needs too (the artifact's path is relative to it)."""
+    own = command_with("--forcerun", str(path))
+    if own:
+        return f"rebuild it and what depends on it: {own}"
     where = "" if Path("Snakefile").is_file() else f" --directory {shlex.quote(os.getcwd())}"
     return (f"rebuild it and what depends on it: snakemake --cores all{where} --forcerun {path} "
             "(with the run's --configfile)")

@@ -110,16 +110,23 @@ def test_a_missing_weights_file_is_named(own_copy):
         check_weights(card)
 
 
-def test_each_source_says_how_to_get_its_weights_back(tmp_path):
-    """toy/gguf: rebuild with the card (Snakemake does not look inside a directory() output); a hub
-    snapshot: fetch it again at the card's commit."""
+def test_each_source_says_how_to_get_its_weights_back(tmp_path, monkeypatch):
+    """toy/gguf: a missing or cut file is rebuilt by rerunning the user's command (the plan sees it:
+    plan.weights); a corrupt one of the right size by a forcerun of the card (Snakemake does not look
+    inside a directory() output); a hub snapshot: fetch it again at the card's commit."""
+    from circuitloc import usercommand
+
+    monkeypatch.delenv(usercommand.ENV, raising=False)
     f = tmp_path / "model.safetensors"
     f.write_bytes(b"short")
     files = {"model.safetensors": {"bytes": 99, "sha256": "0" * 64}}
     base = {"path": str(tmp_path), "weights": {"files": files}}
     card = r"results/models/g/card\.json"
-    with pytest.raises(ModelSourceError, match=rf"'g': .*snakemake {card} --cores all --forcerun {card} .*then rerun"):
+    with pytest.raises(ModelSourceError, match=r"'g': .* has 5 bytes, .*; rerun your command, which rebuilds the model"):
         check_weights(model_card(**base, name="g", source="gguf"))
+    same_size = {"path": str(tmp_path), "weights": {"files": {"model.safetensors": {"bytes": 5, "sha256": "0" * 64}}}}
+    with pytest.raises(ModelSourceError, match=rf"'g': .*corrupt.*snakemake {card} --cores all --forcerun {card} .*then rerun"):
+        check_weights(model_card(**same_size, name="g", source="gguf"))
     hub = model_card(**base, name="h", source="hf", hf="org/tiny", revision="1" * 40)
     with pytest.raises(ModelSourceError, match=rf"hf download org/tiny --revision {'1' * 40} --force-download$"):
         check_weights(hub)

@@ -169,6 +169,35 @@ def test_a_ranked_stop_below_the_threshold_is_refused_naming_both_keys():
     assert _resolve({"curves": {"ranked_stop_damage": 1.0, "ranked_stop_patience": 5}})["curves"]["ranked_stop_patience"] == 5
 
 
+@pytest.mark.parametrize("key", ["greedy_stop_damage", "ranked_stop_damage"])
+def test_every_early_stop_below_the_threshold_is_refused_run_wide_and_per_model(key):
+    """One check for every stop key (plan.checks.STOP_KEYS): the greedy search's stop at 0.3 changes 13
+    of the tiny run's 15 greedy heads-to-80% cells, so it is refused like the ranked one, run-wide, in
+    a model's own curves, and against a model's own threshold; at the threshold it is accepted."""
+    why = "a curve stopped there could miss its heads-to-threshold"
+    assert _error({"curves": {key: 0.3}}) == f"config: curves.{key} = 0.3 is below curves.threshold = 0.8: {why}"
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    own = {**models, "tiny_gqa": {**models["tiny_gqa"], "curves": {key: 0.5}}}
+    assert _error({"models": own}) == (f"config: models.tiny_gqa.curves.{key} = 0.5 is below curves.threshold = 0.8: "
+                                       f"{why}")
+    stricter = {**models, "tiny_mha": {**models["tiny_mha"], "curves": {"threshold": 0.95}}}
+    assert _error({"models": stricter, "curves": {key: 0.9}}) == (
+        f"config: curves.{key} = 0.9 is below models.tiny_mha.curves.threshold = 0.95: {why}")
+    assert _resolve({"curves": {key: 0.8}})["curves"][key] == 0.8
+    assert _resolve({"models": {**models, "tiny_gqa": {**models["tiny_gqa"], "curves": {key: 1.0}}}})
+
+
+def test_a_curve_job_refuses_a_greedy_stop_below_its_threshold_too():
+    """The curve job's settings go through the same check (engine.settings.CurveSettings.of)."""
+    from circuitloc.engine.settings import CurveSettings
+
+    cfg = {"methods": ["ranked", "greedy"], "max_steps": 5, "control_draws": 2, "prompts": "all", "threshold": 0.8,
+           "greedy_candidates": 3, "greedy_steps": 3}
+    assert CurveSettings.of({**cfg, "greedy_stop_damage": 1.0}).greedy_stop_damage == 1.0
+    with pytest.raises(ValueError, match=r"^curves.greedy_stop_damage = 0.3 is below curves.threshold = 0.8"):
+        CurveSettings.of({**cfg, "greedy_stop_damage": 0.3})
+
+
 def _sweep_with_seeds(seeds):
     sweep = yaml.safe_load((TEST_CONFIG.parent.parent / "config" / "sweep.yaml").read_text())["sweep"]
     return {"sweep": {**sweep, "seeds": seeds}}

@@ -73,3 +73,59 @@ def test_two_saves_of_a_figure_are_byte_identical(tmp_path, suffix):
     save_figure(fig, tmp_path / f"b.{suffix}")
     plt.close(fig)
     assert (tmp_path / f"a.{suffix}").read_bytes() == (tmp_path / f"b.{suffix}").read_bytes()
+
+
+@pytest.fixture
+def no_command(monkeypatch):
+    """No command recorded yet (plan.command.record keeps the first record)."""
+    from circuitloc import usercommand
+
+    monkeypatch.delenv(usercommand.ENV, raising=False)
+    monkeypatch.delenv(usercommand.CWD, raising=False)
+
+
+def test_the_recovery_hints_print_the_users_own_command(no_command, tmp_path, monkeypatch):
+    """`.venv/bin/snakemake` as the README shows it, its --configfile and --directory: the hints print
+    that command back with the forcerun added, not a bare `snakemake` (command not found there)."""
+    from helpers import model_card
+
+    from circuitloc.models.load import _restore_hint
+    from circuitloc.plan import command
+
+    monkeypatch.chdir(tmp_path)
+    argv = [".venv/bin/snakemake", "--cores", "4", "--configfile", "my config.yaml", "--directory", "runs/a"]
+    command.record(argv, [], str(tmp_path))
+    card = "results/models/m/card.json"
+    assert command.rerun(card) == (f".venv/bin/snakemake {card} --cores 4 --configfile 'my config.yaml' "
+                                   f"--directory runs/a --forcerun {card}")
+    assert io.rebuild_hint("results/data/ioi/m.parquet") == (
+        "rebuild it and what depends on it: .venv/bin/snakemake --cores 4 --configfile 'my config.yaml' "
+        "--directory runs/a --forcerun results/data/ioi/m.parquet")
+    lost = model_card(name="m", source="toy")
+    # a missing or cut weights file: the plan rebuilds it, so the user's own command as it was
+    assert _restore_hint(lost, True) == ("rerun your command, which rebuilds the model: .venv/bin/snakemake "
+                                              "--cores 4 --configfile 'my config.yaml' --directory runs/a")
+    assert command.rerun(card) in _restore_hint(lost)  # a corrupt one: the card forced
+    monkeypatch.chdir(tmp_path / "..")  # a job in the run directory (--directory): cd to where it was typed
+    assert command.rerun(card).startswith(f"cd {tmp_path} && .venv/bin/snakemake {card} ")
+
+
+@pytest.mark.parametrize("how", ["path", "absolute", "module"])
+def test_the_program_is_recorded_as_typed(no_command, tmp_path, monkeypatch, how):
+    """`snakemake` where the PATH finds that very program; a path typed as such, relative or absolute
+    (not on the PATH); `python -m snakemake` with this interpreter."""
+    import sys
+
+    from circuitloc.plan import command
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "snakemake"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir) if how == "path" else str(tmp_path / "nowhere"))
+    argv0 = {"path": str(exe), "absolute": str(exe), "module": "/x/site-packages/snakemake/__main__.py"}[how]
+    want = {"path": ["snakemake"], "absolute": [str(exe)], "module": [sys.executable, "-m", "snakemake"]}[how]
+    assert command.program(argv0) == want
+    command.record([argv0, "-n", "target.txt"], ["target.txt"], os.getcwd())
+    assert command.rerun("t") == " ".join([*want, "t", "-n", "--forcerun", "t"])

@@ -4,6 +4,7 @@ compares them), and a card another version wrote is refused, naming the file and
 tiny run's cards: workflow/test_modelcard_snakemake.py)."""
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -79,3 +80,43 @@ def test_a_card_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         card.n_heads = 3
     assert dataclasses.replace(card, dtype="bfloat16").to_dict() == {**GGUF_CARD, "dtype": "bfloat16"}
+
+
+def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path, monkeypatch):
+    """A toy's or GGUF model's weights folder is a directory() output: Snakemake plans nothing when a
+    file inside it goes. The plan compares each card's record (names and sizes) with its folder and
+    forces the card of a model that lost a file or holds a cut one (plan.weights); an hf model, a
+    model without a card and a card that does not parse are left alone."""
+    from types import SimpleNamespace
+
+    from circuitloc.plan import paths
+    from circuitloc.plan.weights import LostWeights, lost_weights
+
+    monkeypatch.chdir(tmp_path)
+    config = {"models": {m: {"source": s} for m, s in (("t", "toy"), ("g", "gguf"), ("h", "hf"), ("new", "toy"))}}
+    for m in ("t", "g", "h"):
+        folder = Path(paths.WEIGHTS.format(model=m))
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"x" * 10)
+        record = {"files": {"model.safetensors": {"bytes": 10, "sha256": "0" * 64}}}
+        Path(paths.CARD.format(model=m)).write_text(json.dumps({"name": m, "weights": record}))
+    assert lost_weights(config) == []
+    Path(paths.WEIGHTS.format(model="t"), "model.safetensors").unlink()
+    Path(paths.WEIGHTS.format(model="g"), "model.safetensors").write_bytes(b"x" * 4)
+    Path(paths.WEIGHTS.format(model="h"), "model.safetensors").unlink()  # the hub's or the user's: not rebuilt
+    t, g = paths.CARD.format(model="t"), paths.CARD.format(model="g")
+    assert lost_weights(config) == [
+        (t, "its weights file results/models/t/weights/model.safetensors is missing"),
+        (g, "its weights file results/models/g/weights/model.safetensors has 4 bytes, its card says 10")]
+    said = io.StringIO()
+    dag = SimpleNamespace(forcefiles={"x"})
+    lost = LostWeights(SimpleNamespace(is_main_process=True, dag=dag), config, stream=said)
+    assert said.getvalue().splitlines()[0] == (f"circuitloc: {t}: its weights file results/models/t/weights/"
+                                               "model.safetensors is missing; the model is rebuilt, and what depends on it")
+    # while Snakemake builds the DAG (rule model's input function): the card joins its forced files
+    assert [lost.force(m) for m in ("t", "g", "h", "new")] == [True, True, False, False]
+    assert dag.forcefiles == {"x", t, g}
+    job = SimpleNamespace(is_main_process=False, dag=SimpleNamespace(forcefiles=set()))
+    assert not LostWeights(job, config).force("t") and job.dag.forcefiles == set()
+    Path(t).write_text("{")  # a card that does not parse: the jobs name it
+    assert [card for card, _ in lost_weights(config)] == [g]

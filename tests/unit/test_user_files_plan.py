@@ -3,8 +3,12 @@ a malformed facts TSV or IOI parquet, or a seed numpy's sampler does not take, s
 with one line naming the file (and line) or the key (in Snakemake's dry run:
 workflow/test_user_files_snakemake.py)."""
 
+import os
+import shutil
+
 import pytest
-from workflow_helpers import config_error
+import yaml
+from workflow_helpers import ROOT, TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc.errors import ConfigError, DatasetError
 from circuitloc.plan.userfiles import MAX_LINE, check_parquet, facts_lines
@@ -72,3 +76,51 @@ def test_the_parquet_column_is_matched_by_its_name_not_as_a_substring(tmp_path):
 
 def test_a_seed_numpys_sampler_does_not_take_is_refused_at_plan_time():
     assert "seed" in config_error({"seed": 2**32})
+
+
+def _with_model(name, **changes):
+    """The test config's models with `changes` merged into models.<name> (a layer's models replace
+    the test config's: all of them are given)."""
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    return {"models": {**models, name: {**models[name], **changes}}}
+
+
+def test_a_missing_user_file_stops_the_plan_naming_its_key_and_path(tmp_path):
+    """Whether or not a run's outputs exist (Snakemake would skip a missing input whose consumers'
+    outputs exist, keeping the old file's numbers): one line naming the key and the path, for the
+    facts TSV, the IOI parquet (run-wide and a model's own), a stored toy's checkpoint folder and a
+    file of it, and the specificity text."""
+    gone = tmp_path / "gone"
+    assert config_error({"tasks": {"facts": {"path": f"{gone}.tsv"}}}) == \
+        f"config: tasks.facts.path: file not found: {gone}.tsv"
+    assert config_error({"tasks": {"ioi": {"source": {"kind": "fahamu", "path": f"{gone}.parquet"}}}}) == \
+        f"config: tasks.ioi.source.path: file not found: {gone}.parquet"
+    own = _with_model("tiny_gqa", tasks={"ioi": {"source": {"kind": "fahamu", "path": f"{gone}.parquet"}}})
+    assert config_error(own) == f"config: models.tiny_gqa.tasks.ioi.source.path: file not found: {gone}.parquet"
+    toy = yaml.safe_load(TEST_CONFIG.read_text())["models"]["tiny_mha"]["toy"]
+    assert config_error(_with_model("tiny_mha", toy={**toy, "checkpoint": str(gone)})) == \
+        f"config: models.tiny_mha.toy.checkpoint: directory not found: {gone}"
+    partial = tmp_path / "partial"
+    shutil.copytree(ROOT / ".test" / "models" / "tiny_mha", partial)
+    (partial / "model.safetensors").unlink()
+    assert config_error(_with_model("tiny_mha", toy={**toy, "checkpoint": str(partial)})).startswith(
+        f"config: models.tiny_mha.toy.checkpoint: {partial} has no model.safetensors (a stored toy's files: ")
+    assert config_error({"neutral_text": f"{gone}.txt"}) == f"config: neutral_text: file not found: {gone}.txt"
+    # another file that exists plans (the dataset job reruns on the new path: workflow/test_inputs.py)
+    shutil.copy(ROOT / "resources" / "facts" / "facts.tsv", tmp_path / "facts.tsv")
+    assert resolve_over_test_config({"tasks": {"facts": {"path": str(tmp_path / "facts.tsv")}}})
+
+
+def test_every_file_a_job_reads_that_no_job_writes_is_listed_with_its_key():
+    """plan.userfiles.user_inputs: the same files as the rules' inputs (plan.inputs), each with the key
+    that points at it, or None for a file shipped with circuitloc."""
+    from circuitloc.plan.inputs import resource_path
+    from circuitloc.plan.userfiles import user_inputs
+
+    config = resolve_over_test_config({})
+    listed = {(key, name, path) for key, name, path in user_inputs(config, ROOT)}
+    assert ("tasks.ioi.source.path", "fahamu", ".test/ioi_fahamu.parquet") in listed
+    assert ("models.tiny_gqa.toy.checkpoint", "checkpoint_1", ".test/models/tiny_gqa/model.safetensors") in listed
+    assert (None, "facts", resource_path(ROOT, "facts", "facts.tsv")) in listed
+    assert (None, "neutral", resource_path(ROOT, "neutral.txt")) in listed
+    assert all(os.path.isfile(path) for _, _, path in listed)

@@ -2,7 +2,10 @@
 read it and what follows from them, nothing else (dry runs on a scratch copy of the workflow whose
 outputs are stand-in files, so no model is trained or run)."""
 
+import copy
+import json
 import os
+import shutil
 
 import polars as pl
 import pytest
@@ -102,3 +105,103 @@ def test_editing_a_resource_plans_exactly_its_dependent_jobs(finished, resource)
     if resource == "fahamu.parquet":
         assert not any(rule in ("model", "model_hf") for rule, _ in planned)
         assert {wc["model"] for _, wc in per_model} == {"hf_b"}
+
+
+# ---- a changed path: every changed input reruns what depends on it --------------------------------
+# One stored toy whose IOI sentences come from a local fahamu parquet and whose facts from the run's
+# own facts TSV; a finished stand-in run of it (no model is loaded: dry runs only plan).
+STORED = {
+    "seed": 0, "device": "cpu", "max_batch_tokens": 4096,
+    "models": {"stored": {"source": "toy", "family": "toy", "toy": {"checkpoint": "ckpt_a"}}},
+    "tasks": {"ioi": {"source": {"kind": "fahamu", "path": "ioi_a.parquet"}, "n": 8, "n_score": 4},
+              "induction": None,
+              "facts": {"top_k": 3, "n_score": 4, "path": "facts_a.tsv"}},
+    "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 2},
+    "ablation": {"kinds": ["zero"], "units": ["query"]},
+}
+WEIGHTS_BYTES = 1000  # the stand-in card's record of its one weights file
+
+
+def _stored_dry(run, config, *args, check=True):
+    (run / "case.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return smk("-n", "--configfile", "case.yaml", *args, cwd=run, check=check)
+
+
+def _build_stored(run):
+    copy_workflow(run)
+    for ckpt, toy in (("ckpt_a", "tiny_mha"), ("ckpt_b", "tiny_gqa")):
+        shutil.copytree(run / ".test" / "models" / toy, run / ckpt)
+    for name in ("a", "b"):
+        pl.DataFrame({"ioi_sentences": [f"stand-in {name}"]}).write_parquet(run / f"ioi_{name}.parquet")
+    facts = (run / "resources" / "facts" / "facts.tsv").read_text().splitlines()
+    (run / "facts_a.tsv").write_text("\n".join(facts) + "\n")
+    (run / "facts_b.tsv").write_text("\n".join(facts[:-1]) + "\n")  # another file: one fact fewer
+    out = _stored_dry(run, STORED).stdout
+    stand_in_outputs(run, out)
+    # the model's card as the model job writes it, as far as the plan reads it: its weights' record
+    (run / "results/models/stored/weights/model.safetensors").write_bytes(b"w" * WEIGHTS_BYTES)
+    record = {"files": {"model.safetensors": {"bytes": WEIGHTS_BYTES, "sha256": "0" * 64}}}
+    (run / "results/models/stored/card.json").write_text(json.dumps({"name": "stored", "weights": record}))
+    # every job recorded (its params, inputs): the model's too, whose inputs are older than its outputs
+    smk("--touch", "--forceall", "--cores", "1", "--configfile", "case.yaml", cwd=run)
+    assert _planned(_stored_dry(run, STORED).stdout) == [], "the stand-in run is not up to date"
+
+
+@pytest.fixture(scope="module")
+def stored(built_once):
+    return built_once("inputs_stored", _build_stored)
+
+
+def _changed(key, value):
+    config = copy.deepcopy(STORED)
+    *where, last = key.split(".")
+    block = config
+    for k in where:
+        block = block[k]
+    block[last] = value
+    return config
+
+
+# key -> (the file it names now, another that exists, the output of the job that reads it)
+PATHS = {
+    "tasks.facts.path": ("facts_b.tsv", "results/data/facts/stored.parquet"),
+    "tasks.ioi.source.path": ("ioi_b.parquet", "results/data/ioi/stored.parquet"),
+    "models.stored.toy.checkpoint": ("ckpt_b", "results/models/stored/card.json"),
+}
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("key", list(PATHS))
+def test_a_changed_path_reruns_what_depends_on_it_and_a_missing_one_stops_the_plan(stored, key):
+    """A finished run, one path pointed elsewhere: at a file that does not exist, the plan stops with
+    one line naming the key and the path (Snakemake alone would skip the missing input, as its
+    consumers' outputs exist, and keep the old file's numbers: `Nothing to be done`); at another file,
+    the job that reads it and everything after it are planned, as a forcerun of its output plans them."""
+    other, output = PATHS[key]
+    missing = _stored_dry(stored, _changed(key, "nowhere"), check=False)
+    assert missing.returncode != 0, missing.stdout[-2000:]
+    what = "directory not found" if key.endswith("checkpoint") else "file not found"
+    assert f"config: {key}: {what}: nowhere" in missing.stderr, missing.stderr[-2000:]
+    assert planned_jobs(missing.stdout) == []
+    expected = _planned(_stored_dry(stored, STORED, "--forcerun", output).stdout)
+    assert expected and _planned(_stored_dry(stored, _changed(key, other)).stdout) == expected
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("damage", ["deleted", "cut"])
+def test_a_lost_weights_file_is_rebuilt_by_a_plain_rerun(stored, damage):
+    """A weights file deleted (or cut short) inside the model's weights folder, which Snakemake does
+    not look into: the plain command plans the model and what depends on it (as a forcerun of its card)
+    and says why, instead of planning nothing and failing in the next job that loads the model."""
+    weights = stored / "results/models/stored/weights/model.safetensors"
+    before = weights.read_bytes()
+    try:
+        weights.unlink() if damage == "deleted" else weights.write_bytes(before[:10])
+        p = _stored_dry(stored, STORED)
+    finally:
+        weights.write_bytes(before)
+    card = "results/models/stored/card.json"
+    why = "is missing" if damage == "deleted" else f"has 10 bytes, its card says {WEIGHTS_BYTES}"
+    assert f"circuitloc: {card}: its weights file results/models/stored/weights/model.safetensors {why}" in p.stderr
+    expected = _planned(_stored_dry(stored, STORED, "--forcerun", card).stdout)
+    assert ("model", (("model", "stored"),)) in expected and _planned(p.stdout) == expected

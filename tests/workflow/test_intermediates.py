@@ -5,9 +5,10 @@ the recovery hint of broken weights is the user's own command rebuilding the car
 import re
 import shlex
 import shutil
+import subprocess
 
 import pytest
-from workflow_helpers import CORES, copy_workflow, planned_jobs, smk, stand_in_outputs
+from workflow_helpers import CORES, copy_workflow, planned_jobs, smk, smk_env, stand_in_outputs
 
 pytestmark = pytest.mark.workflow
 
@@ -38,15 +39,19 @@ def test_deleted_intermediates_are_planned_by_a_plain_rerun(tmp_path):
 
 
 def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_run, tmp_path):
-    """Truncated weights: a forced score job fails and Snakemake removes the score files it had
-    written. The hint's command, run as printed in the run's directory, plans the card alone and
+    """A corrupt weights file of the right size (a cut one the plan sees and rebuilds itself:
+    plan.weights, workflow/test_inputs.py): a forced score job fails on the card's sha256 and
+    Snakemake removes the score files it had written. The hint's command, the user's own as typed
+    (here `python -m snakemake`), run as printed in the run's directory, plans the card alone and
     rebuilds the weights; a plain rerun then restores every file (a score file deleted meanwhile
     too), and the tables equal the clean run's."""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
     clean = _results(run)
     weights = run / "results/models/tiny_mha/weights/model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:-1000])
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
     forced = "results/scores/ioi/tiny_mha/zero-query.parquet"
     p = smk(*RUN, "--forcerun", forced, cwd=run, check=False)
     console = p.stdout + p.stderr
@@ -54,9 +59,10 @@ def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_
     hint = re.search(r"rebuild the model alone: (.+?); then rerun your command", console)
     assert hint, console[-3000:]
     cmd = shlex.split(hint.group(1))
-    assert cmd[0] == "snakemake" and "--cores" in cmd and ".test/config.yaml" in cmd, cmd
-    assert planned_jobs(smk(*cmd[1:], "-n", cwd=run).stdout) == [("model", {"model": "tiny_mha"})]
-    smk(*cmd[1:], cwd=run)
+    assert cmd[1:3] == ["-m", "snakemake"] and "--cores" in cmd and ".test/config.yaml" in cmd, cmd
+    dry = subprocess.run([*cmd, "-n"], cwd=run, env=smk_env(), capture_output=True, text=True)
+    assert planned_jobs(dry.stdout) == [("model", {"model": "tiny_mha"})], dry.stdout[-3000:] + dry.stderr[-3000:]
+    assert subprocess.run(cmd, cwd=run, env=smk_env(), capture_output=True, text=True).returncode == 0
     (run / "results/scores/facts/tiny_gqa/resample-query.parquet").unlink()
     smk(*RUN, cwd=run)
     assert _results(run) == clean

@@ -6,6 +6,7 @@ exactly what depends on it, by the command its error gives; one checkout holds s
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -122,10 +123,13 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
     (run / bad).write_bytes((run / bad).read_bytes()[:100])
     failed = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run, check=False)
     assert failed.returncode != 0
-    advice = re.search(r"rebuild it and what depends on it: (snakemake [^(\n]*?) \(with the run's --configfile\)",
-                       failed.stdout + failed.stderr)
+    # the user's own command (here `python -m snakemake`, its --cores and --configfile) with a forcerun
+    advice = re.search(r"rebuild it and what depends on it: (.+?)(?:  \[log: .*\])?$", failed.stdout + failed.stderr, flags=re.MULTILINE)
     assert advice and bad in advice.group(1), (failed.stdout + failed.stderr)[-3000:]
-    args = advice.group(1).split()[1:] + ["--configfile", ".test/config.yaml"]
+    printed = shlex.split(advice.group(1))
+    assert printed[1:3] == ["-m", "snakemake"] and printed[-2:] == ["--forcerun", bad], printed
+    args = printed[3:]
+    assert args[:4] == ["--cores", CORES, "--configfile", ".test/config.yaml"], args
     dry = smk("-n", *args, cwd=run).stdout
     plan = planned_jobs(dry)
     assert [rule for rule, wc in plan if rule.startswith("specificity") and wc == {"model": "tiny_mha"}]

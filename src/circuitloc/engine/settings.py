@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.checks import min_audit, ranked_stop_problem
+from circuitloc.plan.checks import min_audit, stop_problem
 from circuitloc.plan.views import CURVE_DEFAULTS, MIN_TOP, SCORE_DEFAULTS
 from circuitloc.stats import Bootstrap
 
@@ -63,7 +63,7 @@ class CurveSettings:
         missing = [k for k in need if k not in cfg]
         if missing:
             raise ValueError(f"curve config lacks {', '.join(missing)} (config curves)")
-        problem = ranked_stop_problem(cfg)
+        problem = stop_problem(cfg)
         if problem:
             raise ValueError(problem)
         return cls(methods=tuple(cfg["methods"]), max_steps=int(cfg["max_steps"]),

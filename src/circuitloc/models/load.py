@@ -14,7 +14,7 @@ import torch
 from circuitloc.errors import ConfigError, ModelSourceError
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
-from circuitloc.plan.command import rerun
+from circuitloc.plan.command import command_with, rerun
 from circuitloc.plan.hub import hf_source
 from circuitloc.plan.resources import DEFAULT_DTYPE
 
@@ -77,10 +77,10 @@ def check_weights(card: ModelCard) -> None:
     for name, want in files.items():
         f = Path(card.path) / name
         if not f.is_file():
-            raise ModelSourceError(f"model {card.name!r}: weights file {f} is missing; {_restore_hint(card)}")
+            raise ModelSourceError(f"model {card.name!r}: weights file {f} is missing; {_restore_hint(card, True)}")
         if f.stat().st_size != want["bytes"]:
             raise ModelSourceError(f"model {card.name!r}: weights file {f} has {f.stat().st_size} bytes, its card "
-                                   f"says {want['bytes']} (truncated or replaced); {_restore_hint(card)}")
+                                   f"says {want['bytes']} (truncated or replaced); {_restore_hint(card, True)}")
     for name, want in files.items():
         f = Path(card.path) / name
         got = sha256_file(f)
@@ -92,11 +92,16 @@ def check_weights(card: ModelCard) -> None:
                                              len(files), perf_counter() - t0)
 
 
-def _restore_hint(card: ModelCard) -> str:
-    """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card (Snakemake
-    does not look inside a directory() output, so it must be told); an hf model's are the hub
-    cache's or the user's directory."""
+def _restore_hint(card: ModelCard, seen_by_plan: bool = False) -> str:
+    """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card. A missing
+    file or one of another size (`seen_by_plan`) the plan sees and rebuilds on a plain rerun of the
+    user's command (plan.weights); a corrupt file of the right size only the sha256 check here sees,
+    so Snakemake must be told (a forcerun of the card). An hf model's are the hub cache's or the
+    user's directory."""
     card_path = f"results/models/{card.name}/card.json"
+    if card.source != "hf" and seen_by_plan:
+        cmd = command_with() or "your snakemake command"
+        return f"rerun your command, which rebuilds the model: {cmd}"
     if card.source != "hf":
         return _rebuild_card(card_path)
     if card.revision:

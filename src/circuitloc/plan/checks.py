@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from circuitloc.errors import ConfigError
@@ -184,22 +185,33 @@ def check_sweep_primary(config: dict) -> None:
                           f"({', '.join(sorted(ran))}; ablation.kinds)")
 
 
-def ranked_stop_problem(cfg: dict, where: str = "curves") -> str | None:
-    """Why a curve block's ranked_stop_damage is refused, or None: it must be at least its threshold,
-    since a ranked curve stopped below the threshold could miss its heads-to-threshold. The one
-    check, for the plan (`check_ranked_stop`) and for a curve job's settings (engine.settings)."""
-    stop, threshold = cfg.get("ranked_stop_damage"), cfg.get("threshold")
-    if stop is not None and threshold is not None and float(stop) < float(threshold):
-        return (f"{where}.ranked_stop_damage = {stop} is below curves.threshold = {threshold}: "
-                "a curve stopped there could miss its heads-to-threshold")
+# Every curve key that ends a curve early once its damage reaches a value: a curve stopped below the
+# threshold could miss its heads-to-threshold (the greedy search's stop and the ranked curve's)
+STOP_KEYS = ("greedy_stop_damage", "ranked_stop_damage")
+
+
+def stop_problem(cfg: dict, where: str | Callable[[str], str] = "curves") -> str | None:
+    """Why a curve block's early stop (any of `STOP_KEYS`) is refused, or None: each must be at least
+    its threshold. `where`: the block a key is set in (a name, or key -> name). The one check of
+    every stop key, for the plan (`check_stops`, run-wide and per model) and for a curve job's
+    settings (engine.settings)."""
+    block = where if callable(where) else (lambda _key: where)
+    threshold = cfg.get("threshold")
+    for key in STOP_KEYS:
+        stop = cfg.get(key)
+        if stop is not None and threshold is not None and float(stop) < float(threshold):
+            return (f"{block(key)}.{key} = {stop} is below {block('threshold')}.threshold = {threshold}: "
+                    "a curve stopped there could miss its heads-to-threshold")
     return None
 
 
-def check_ranked_stop(config: dict) -> None:
-    """curves.ranked_stop_damage (run-wide or a model's) is at least curves.threshold (`ranked_stop_problem`)."""
+def check_stops(config: dict) -> None:
+    """Every early stop of the curves, run-wide and each model's (its `curves:` over the run's), is at
+    least its threshold (`stop_problem`); the error names the block each of the two keys comes from."""
     for model in (None, *config["models"]):
-        cfg = {**config["curves"], **((config["models"].get(model) or {}).get("curves") or {})}
-        problem = ranked_stop_problem(cfg, f"models.{model}.curves" if model else "curves")
+        own = ((config["models"].get(model) or {}).get("curves") or {}) if model else {}
+        problem = stop_problem({**config["curves"], **own},
+                               lambda key, own=own, model=model: f"models.{model}.curves" if key in own else "curves")
         if problem:
             raise ConfigError(f"config: {problem}")
 

@@ -1,15 +1,17 @@
 """The command the user started the run with, so that a job's recovery hint can print it back with
 only a forcerun added: the same cores, config files, directory and options, typed as printed. The
 Snakefile records it (`record`) while the run is planned, in an environment variable the jobs
-inherit; a job Snakemake itself starts again (a cluster job) keeps the first record."""
+inherit; a job Snakemake itself starts again (a cluster job) keeps the first record. The jobs read
+it back through circuitloc.usercommand (ground floor: atomic's hints use it too)."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 
-ENV = "CIRCUITLOC_COMMAND"  # the user's command, shell-quoted, its targets left out
-CWD = "CIRCUITLOC_COMMAND_CWD"  # the directory the user ran it in
+from circuitloc.usercommand import CWD, ENV, command_with, rerun  # noqa: F401  (the jobs' half, re-exported)
 
 
 def record(argv: list[str], targets, cwd: str) -> None:
@@ -20,19 +22,28 @@ def record(argv: list[str], targets, cwd: str) -> None:
         return
     drop = {str(t) for t in targets or ()}
     words = [w for w in argv[1:] if w.startswith("-") or w not in drop]
-    os.environ[ENV] = shlex.join(["snakemake", *words])
+    os.environ[ENV] = shlex.join([*program(argv[0]), *words])
     os.environ[CWD] = cwd
 
 
-def rerun(target: str) -> str | None:
-    """The recorded command with `target` as its target and `--forcerun target`: only the job that
-    makes `target` runs (a forcerun of the default target reruns everything that depends on it as
-    well). The target goes first: after an option that takes several values it would be one. None when no
-    command was recorded (a job run outside Snakemake)."""
-    base = os.environ.get(ENV)
-    if not base:
-        return None
-    t = shlex.quote(target)
-    cmd = base.replace("snakemake", f"snakemake {t}", 1) + f" --forcerun {t}"
-    cwd = os.environ.get(CWD)
-    return cmd if not cwd or cwd == os.getcwd() else f"cd {shlex.quote(cwd)} && {cmd}"
+def program(argv0: str) -> list[str]:
+    """The words that started Snakemake, as the user typed them: `snakemake` where that name on the
+    PATH is the program that ran; else its path as given (`.venv/bin/snakemake`, relative to the
+    directory it was typed in, or absolute); `python -m snakemake` (argv[0] is then the package's
+    __main__.py) with this interpreter, by its name where the PATH finds it."""
+    if os.path.basename(argv0) == "__main__.py":
+        python = os.path.basename(sys.executable)
+        return [python if _on_path(python, sys.executable) else sys.executable, "-m", "snakemake"]
+    name = os.path.basename(argv0) or "snakemake"
+    if os.sep not in argv0 or (os.path.isabs(argv0) and _on_path(name, argv0)):
+        return [name]
+    return [argv0]
+
+
+def _on_path(name: str, path: str) -> bool:
+    """Whether `name` typed alone runs the file `path` (the PATH's first match is it)."""
+    found = shutil.which(name)
+    try:
+        return bool(found) and os.path.samefile(found, path)
+    except OSError:
+        return False

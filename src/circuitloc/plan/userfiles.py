@@ -1,5 +1,7 @@
-"""The user's own data files (a facts TSV, a local fahamu/ioi parquet) checked while the run is
-planned, for what needs no model: size, encoding, header, field counts, line length, the parquet's
+"""The files a run reads that no job writes (the user's facts TSV, local fahamu/ioi parquet, a stored
+toy's checkpoint, the shipped resources) checked while the run is planned: each exists, whether or
+not the run's outputs do (one line naming the key that points at it), and the user's data files for
+what needs no model: size, encoding, header, field counts, line length, the parquet's
 magic bytes and its column. A malformed file then stops the dry run with one line naming it, not a
 dataset job after the model jobs. The dataset job reads the facts file through the same check, so
 both say the same line. Standard library only (the plan wing)."""
@@ -7,10 +9,12 @@ both say the same line. Standard library only (the plan wing)."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry, views
-from circuitloc.plan.inputs import resource_path
+from circuitloc.plan import builtin_tasks, registry, views
+from circuitloc.plan.checkpoints import CHECKPOINT_FILES
+from circuitloc.plan.inputs import model_inputs, neutral_text, resource_path
 
 FACTS_COLUMNS = ("domain", "subject", "relation", "answer", "natural", "qa")
 MAX_FACTS_BYTES = 64 * 2**20  # the shipped file is 60 kB
@@ -197,19 +201,74 @@ def _zigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 
 
-def check_user_files(config, root) -> None:
-    """Every facts TSV and local fahamu/ioi parquet a dataset job of this config would read."""
-    seen = set()
+def _task_key(config, task: str, model: str, keys: tuple) -> str | None:
+    """The dotted key a task setting `keys` of `model` is read from: the model's override of the
+    task's block (`models.<m>.tasks.<task>`) where it sets the first key, else the run's; None where
+    neither sets it (a file shipped with circuitloc)."""
+    own = (views.model_spec(config, model).get("tasks") or {}).get(task) or {}
+    prefix, block = (f"models.{model}.tasks.{task}", own) if keys[0] in own else (f"tasks.{task}", config["tasks"][task])
+    for k in keys:
+        block = block.get(k) if isinstance(block, dict) else None
+    return ".".join((prefix, *keys)) if block is not None else None
+
+
+# a dataset input's config key below its task block, by the input's name (a task's `inputs`)
+DATASET_KEYS = {"facts": ("path",), "fahamu": ("source", "path")}
+# a toy model input's key below models.<m>.toy, by the input's name (plan.inputs.model_inputs)
+TOY_KEYS = {"facts": "facts_path", **{k: "ioi_resources" for k in builtin_tasks.IOI_RESOURCES}}
+
+
+def user_inputs(config, root):
+    """(the config key that names it or None for a shipped file, its input name, path) of every file
+    a job of this config reads that no job writes: the dataset jobs' (facts TSV, IOI parquet,
+    resource files), the toys' (training resources, a stored checkpoint's files) and the
+    specificity control's text; the same functions as the rules' inputs."""
+    shipped = os.path.abspath(resource_path(root)) + os.sep
     for m in views.models(config):
         for t in views.model_tasks(config, m):
-            files = registry.dataset_inputs(t, views.task_config(config, t, m), resource_path(root))
-            for kind, path in files.items():
-                if (kind, path) in seen or not os.path.isfile(path):
-                    continue  # a missing file: Snakemake names it as a missing input
-                seen.add((kind, path))
-                check = CHECKS.get(kind)  # by the file's input key, as the task names its inputs
-                if check:
-                    check(path)
+            for name, path in registry.dataset_inputs(t, views.task_config(config, t, m), resource_path(root)).items():
+                if name in DATASET_KEYS:
+                    key = _task_key(config, t, m, DATASET_KEYS[name])
+                else:  # a shipped resource file, or an input a task of the user's own names from its block
+                    key = None if os.path.abspath(path).startswith(shipped) else f"tasks.{t} (its input {name!r})"
+                yield key, name, path
+        recipe = views.model_spec(config, m).get("toy") or {}
+        for name, path in model_inputs(config, root, SimpleNamespace(model=m)).items():
+            key = "checkpoint" if name.startswith("checkpoint_") else TOY_KEYS.get(name)
+            yield f"models.{m}.toy.{key}" if key in recipe else None, name, path
+    yield "neutral_text" if config.get("neutral_text") else None, "neutral", neutral_text(config, root)
+
+
+def missing_line(key: str | None, path: str) -> str:
+    """The one line a missing input file stops the plan with, naming the key that points at it."""
+    if key is None:
+        return f"config: {path}: a file shipped with circuitloc is missing; restore it from the checkout"
+    if key.endswith(".checkpoint"):
+        folder, name = os.path.split(path)
+        if not os.path.isdir(folder):
+            return f"config: {key}: directory not found: {folder}"
+        return (f"config: {key}: {folder} has no {name} (a stored toy's files: {', '.join(CHECKPOINT_FILES)})")
+    return f"config: {key}: file not found: {path}"
+
+
+def check_user_files(config, root, missing_ok: bool = False) -> None:
+    """Every file a job of this config reads that no job writes exists, whether or not the run's
+    outputs do (Snakemake skips a missing input whose consumers' outputs exist: a changed path would
+    silently keep the old file's numbers); each facts TSV and local fahamu/ioi parquet a dataset job
+    (or a toy's training) would read is checked for what needs no model. `missing_ok`: a missing
+    file is passed over (a job's own process: the run that planned it checked it)."""
+    seen = set()
+    for key, name, path in user_inputs(config, root):
+        if (name, path) in seen:
+            continue
+        seen.add((name, path))
+        if not os.path.isfile(path):
+            if missing_ok:
+                continue
+            raise ConfigError(missing_line(key, path))
+        check = CHECKS.get(name)  # by the file's input key, as the task names its inputs
+        if check:
+            check(path)
 
 
 # the check of each kind of user file, by the input key a task's `inputs` gives it

@@ -12,10 +12,10 @@ from circuitloc.errors import ConfigError
 from circuitloc.plan import registry
 from circuitloc.plan.checks import (
     Provenance,
-    check_ranked_stop,
     check_scores,
     check_run_wide_task_keys,
     check_sizes,
+    check_stops,
     check_sweep_primary,
     check_task_names,
     put_back_left_out,
@@ -108,11 +108,12 @@ def provenance(root, given: dict, configfiles=(), overrides=None, as_module=Fals
     return Provenance.of(load_layer(Path(root) / DEFAULT), layers)
 
 
-def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
+def resolve(cfg: dict, root, written: Provenance | None = None, missing_ok: bool = False) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
     filled in (`written`: which keys the user wrote, for the errors), the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
     (`models.<m>.tasks.<name>: null`) kept as nulls for plan.views, the sweep's toys among its
-    models and the task modules it names registered."""
+    models and the task modules it names registered. `missing_ok`: a file a job would read may be
+    absent (a job's own process, which may see other storage than the run's: the run checked it)."""
     schema = load_schema(Path(root) / SCHEMA)
     if isinstance(cfg.get("tasks"), dict):
         cfg["tasks"] = selected_tasks(cfg["tasks"])
@@ -131,12 +132,12 @@ def resolve(cfg: dict, root, written: Provenance | None = None) -> dict:
     # naming models.<name>.hf, not the model job's later
     check_model_sources(cfg["models"])
     check_sizes(cfg, written)  # blaming the key the user wrote
-    check_ranked_stop(cfg)
+    check_stops(cfg)  # every early stop of a curve at least its threshold, run-wide and per model
     check_scores(cfg)
     check_sweep_primary(cfg)
     check_sweep_power(cfg)  # a primary family that cannot say yes: refused before any toy trains
     check_group_stages(cfg)
-    check_user_files(cfg, root)  # the facts TSV and IOI parquet a dataset job would read
+    check_user_files(cfg, root, missing_ok)  # every file a job reads that no job writes: there, and well-formed
     return cfg
 
 
@@ -153,7 +154,7 @@ def prepare(config: dict, workflow, root) -> dict:
     task modules to load (they inherit the environment). `root`: the checkout holding the Snakefile."""
     layers = (root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
               not workflow.modifier.is_main_snakefile())
-    cfg = resolve(layered(*layers), root, provenance(*layers))
+    cfg = resolve(layered(*layers), root, provenance(*layers), missing_ok=not getattr(workflow, "is_main_process", True))
     config.clear()
     config.update(cfg)
     os.environ[registry.TASK_MODULES_ENV] = ",".join(cfg.get("task_modules", []))
