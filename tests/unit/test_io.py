@@ -77,11 +77,13 @@ def test_two_saves_of_a_figure_are_byte_identical(tmp_path, suffix):
 
 @pytest.fixture
 def no_command(monkeypatch):
-    """No command recorded yet (plan.command.record keeps the first record)."""
+    """No command recorded, and none left behind: plan.command.record sets the process's environment,
+    which the later tests of this worker (and the Snakemake runs they start) would inherit."""
     from circuitloc import usercommand
 
-    monkeypatch.delenv(usercommand.ENV, raising=False)
-    monkeypatch.delenv(usercommand.CWD, raising=False)
+    for key in (usercommand.ENV, usercommand.CWD):
+        monkeypatch.setenv(key, "")  # remembered as it was: the teardown restores (or removes) it
+        monkeypatch.delenv(key)
 
 
 def test_the_recovery_hints_print_the_users_own_command(no_command, tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """The command the user started the run with, so that a job's recovery hint can print it back with
 only a forcerun added: the same cores, config files, directory and options, typed as printed. The
-Snakefile records it (`record`) while the run is planned, in an environment variable the jobs
-inherit; a job Snakemake itself starts again (a cluster job) keeps the first record. The jobs read
+Snakefile's start handler records it (`record`, in the main Snakemake process only) while the run is
+planned, in environment variables the jobs inherit (a cluster job too). The jobs read
 it back through circuitloc.usercommand (ground floor: atomic's hints use it too)."""
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from circuitloc.usercommand import CWD, ENV, command_with, rerun  # noqa: F401  
 
 def record(argv: list[str], targets, cwd: str) -> None:
     """Keep `argv` (sys.argv of the planning Snakemake) without its target files, and the directory
-    it was typed in (`cwd`: Snakemake's working directory before --directory). The first record
-    stands: a job that replans the workflow does not replace the user's command with its own."""
-    if ENV in os.environ:
-        return
+    it was typed in (`cwd`: Snakemake's working directory before --directory), replacing any record
+    this process inherited (a run started from another run's job, or a stale shell): only the main
+    Snakemake process records (plan.handlers), and the jobs it starts inherit its record."""
     drop = {str(t) for t in targets or ()}
     words = [w for w in argv[1:] if w.startswith("-") or w not in drop]
     os.environ[ENV] = shlex.join([*program(argv[0]), *words])

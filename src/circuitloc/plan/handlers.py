@@ -37,7 +37,8 @@ class Handlers:
         one run at a time make it, so a concurrent run on other targets never replaces its record."""
         self.watch_end()
         wf = self.workflow
-        record_command(sys.argv, wf.dag_settings.targets, wf.workdir_init)
+        if getattr(wf, "is_main_process", True):  # a job's own Snakemake keeps the record it inherited
+            record_command(sys.argv, wf.dag_settings.targets, wf.workdir_init)
         jobs = list(wf.dag.needrun_jobs())
         print(plan_summary(self.config, jobs), file=sys.stderr)
         for line in unsized(self.config, self.config["models"]):  # resources estimated from nothing
