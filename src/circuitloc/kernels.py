@@ -20,9 +20,10 @@ cannot take it, and `check` refuses to train a pinned toy there rather than trai
 
 A toy recipe's `kernels` chooses: `host` (the recipe's default: the CPU's widest kernels, faster,
 but another CPU may train another toy) or `pinned` (the default config's toys and the sweep
-configs': the same toy on every x86-64 CPU with AVX2, Intel or AMD). An ARM CPU has none of these switches and trains on its own kernels: `pin` leaves it alone.
-tests/models/test_toy_kernels.py compares pinned trainings with sha256 digests stored in the
-repository (tests/models/toy_digests.json), so every machine the tests run on checks the claim.
+configs': the same toy on every x86-64 CPU with AVX2, Intel or AMD). An ARM CPU has none of these
+switches and trains on its own kernels: `pin` leaves it alone. tests/models/test_toy_digests.py
+compares pinned trainings with sha256 digests stored in the repository
+(tests/models/toy_digests.json), so every machine the tests run on checks the claim.
 """
 
 from __future__ import annotations
