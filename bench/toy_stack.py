@@ -9,7 +9,8 @@ body weights are stacked across toys, so every matrix product is one batched pro
 group; each toy keeps its own embedding (toys of different seeds have vocabularies of different
 sizes). Synthetic tokens, the sweep recipe's shapes (batch 64 rows of 37 tokens, about a third of the
 positions projected on the vocabulary, AdamW). Groups are timed in turn, `--rounds` times, in one
-process; the first toy's weights are compared bit for bit across the groups it was trained in.
+process; every toy's weights are compared bit for bit with the same toy trained alone, in each
+group and in one group of the same toys in reverse order (tests/unit/test_benches.py checks it).
 This is the measurement behind the sweep's choice not to stack its toys (docs/sweep.md).
 """
 
@@ -145,23 +146,30 @@ def main(argv=None) -> None:
     a.cos, a.sin = torch.cat([f, f], -1).cos(), torch.cat([f, f], -1).sin()
     a.mask = torch.full((a.width, a.width), float("-inf")).triu(1)
     sizes = [int(x) for x in a.groups.split(",")]
-    per, first = {n: [] for n in sizes}, {}
+    per, digests = {n: [] for n in sizes}, {}
     for _ in range(a.rounds):
         for n in sizes:
-            seconds, digests = train(list(range(n)), a.steps, a)
+            seconds, got = train(list(range(n)), a.steps, a)
             per[n].append(1000 * seconds / a.steps / n)
-            first.setdefault(n, digests[0])
-    alone = min(per[sizes[0]])
+            digests.setdefault(n, got)
+    alone = {s: train([s], a.steps, a)[1][0] for s in range(max(sizes))}
+    back = train(list(range(max(sizes)))[::-1], a.steps, a)[1][::-1]  # the same toys in reverse order
+    best1 = min(per[sizes[0]])
     print(f"{'pinned' if not a.host else 'host'} kernels, one thread, ATen {torch.backends.cpu.get_cpu_capability()}; "
           f"d_model {a.d_model}, {a.heads} heads / {a.kv} KV, batch {a.batch} x {a.width} tokens, {a.steps} steps")
     print(f"  {'toys stacked':>12s} {'ms per toy-step (each round)':>32s} {'best':>8s} {'vs ' + str(sizes[0]):>7s} "
-          f"{'toys/min at 900 steps':>22s}  first toy's weights")
+          f"{'toys/min at 900 steps':>22s}  toys' weights vs each trained alone")
     for n in sizes:
         best = min(per[n])
-        same = "equal" if first[n] == first[sizes[0]] else "DIFFERENT"
-        print(f"  {n:12d} {' '.join(f'{x:7.1f}' for x in per[n]):>32s} {best:8.1f} {alone / best:6.2f}x "
-              f"{60_000 / (best * 900):22.2f}  {same} to group {sizes[0]}'s")
+        print(f"  {n:12d} {' '.join(f'{x:7.1f}' for x in per[n]):>32s} {best:8.1f} {best1 / best:6.2f}x "
+              f"{60_000 / (best * 900):22.2f}  {_same(digests[n], alone)}")
+    print(f"  {'reversed ' + str(max(sizes)):>12s} {'':>32s} {'':>8s} {'':>7s} {'':>22s}  {_same(back, alone)}")
 
+
+def _same(digests, alone) -> str:
+    """'equal (n toys)' when every toy's weights equal those it has when trained alone, bit for bit."""
+    bad = [s for s, d in enumerate(digests) if d != alone[s]]
+    return f"equal ({len(digests)} toys)" if not bad else f"DIFFERENT: toys {bad}"
 
 if __name__ == "__main__":
     main()

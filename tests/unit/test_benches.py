@@ -151,3 +151,17 @@ def test_dtype_bench_compares_rank_and_time(tmp_path):
     assert abs(s["max_damage_diff"] - max(abs(a[u] - b[u]) / 4.0 for u in common)) < 1e-12
     j = bench_dtype.jobs(fa, fb).row(0, named=True)
     assert j["job"] == "scores/ioi/m" and j["x_faster"] == 2.5 and j["cpu_bfloat16"] == 6.0
+
+
+def test_stacked_toys_train_the_same_weights_as_alone():
+    """bench/toy_stack.py on the pinned path: toys trained in groups of 2 and 3 and in reverse order
+    have the weights they have alone, bit for bit, and the bench prints toys per minute per group."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "toy_stack.py"), "--groups", "1,2,3", "--steps", "3",
+                          "--rounds", "1", "--batch", "4", "--width", "13", "--vocab", "60", "--d-mlp", "32"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line for line in out.splitlines() if line.split() and line.split()[0] in ("1", "2", "3", "reversed")]
+    assert [r.split()[0] for r in rows] == ["1", "2", "3", "reversed"], out
+    assert [r.rsplit("equal (", 1)[-1] for r in rows] == ["1 toys)", "2 toys)", "3 toys)", "3 toys)"], out
+    assert all(float(r.split()[-4]) > 0 for r in rows[:3]), out  # toys per minute
