@@ -1,5 +1,5 @@
 # One job per model runs every ablation of the model (or one per ablation with `group_ablations:
-# false`; circuitloc.plan.groups), one file per ablation.
+# false`; circuitloc.plan.jobs.groups), one file per ablation.
 for _ablations, _models in groups.specificity_groups(config):
 
     rule:

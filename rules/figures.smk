@@ -1,12 +1,12 @@
 # One job per task draws Figures 1 and 2 of each of its ablations (a figure job is mostly importing
-# matplotlib); tasks that share one list of ablations share a rule (plan.targets.task_groups).
+# matplotlib); tasks that share one list of ablations share a rule (plan.jobs.targets.task_groups).
 for _tasks, _ablations in targets.task_groups(config):
 
     rule:
         name:
             targets.task_rule(config, "figures", _ablations)
         input:
-            # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
+            # a sweep's figures show a sample of its models (figures.max_models; plan.jobs.targets.figure_models)
             unpack(
                 targets.per_ablation_inputs(
                     config,

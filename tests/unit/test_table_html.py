@@ -9,10 +9,10 @@ from html.parser import HTMLParser
 import polars as pl
 from workflow_helpers import ROOT
 
-from circuitloc.plan.report import _metadata
-from circuitloc.report.cost import write_cost
-from circuitloc.report.landing import headline_figures
-from circuitloc.report.tables import write_table
+from circuitloc.plan.hooks.html_report import _metadata
+from circuitloc.report.tables.cost import write_cost
+from circuitloc.report.pages.landing import headline_figures
+from circuitloc.report.tables.localization import write_table
 
 
 class _Tables(HTMLParser):

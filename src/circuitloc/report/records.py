@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from circuitloc.plan.labels import QUERY, UNITS
-from circuitloc.plan.vocab import ZERO
+from circuitloc.plan.vocabulary.labels import QUERY, UNITS
+from circuitloc.plan.vocabulary.vocab import ZERO
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class TableJob:
 
 
 def by_model(inputs, kind: str, i: int, models: list) -> dict:
-    """{model: file} of a per-task job's input `{kind}_{i}` (plan.targets.per_ablation_inputs: one
+    """{model: file} of a per-task job's input `{kind}_{i}` (plan.jobs.targets.per_ablation_inputs: one
     list per kind and ablation position, in the order of that ablation's `models`)."""
     return dict(zip(models, inputs[f"{kind}_{i}"]))
 

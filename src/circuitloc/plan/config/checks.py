@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry
-from circuitloc.plan.views import scores_block
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.config.views import scores_block
 
 
 def selected_tasks(tasks: dict) -> dict:
@@ -78,7 +78,7 @@ def check_run_wide_task_keys(models) -> None:
 
 
 def put_back_left_out(config: dict, left_out: dict) -> None:
-    """The nulls `take_left_out` took, back in their models' `tasks:` (plan.views.runs reads them);
+    """The nulls `take_left_out` took, back in their models' `tasks:` (plan.config.views.runs reads them);
     a model that leaves out every task the run has is an error (drop it from models: instead)."""
     for model, gone in left_out.items():
         config["models"][model].setdefault("tasks", {}).update(dict.fromkeys(gone))

@@ -284,7 +284,7 @@ def validate(config: dict, schema: dict) -> None:
 
 
 def main(argv=None) -> int:
-    """`python -m circuitloc.plan.configload FILE...`: one line per config file that does not parse (file, line,
+    """`python -m circuitloc.plan.config.configload FILE...`: one line per config file that does not parse (file, line,
     column). Snakemake parses `--configfile` itself, before the workflow loads, naming neither."""
     bad = 0
     for path in (sys.argv[1:] if argv is None else argv):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from circuitloc.atomic import atomic_path
 from circuitloc.errors import ConfigError
-from circuitloc.plan import builtin_tasks
+from circuitloc.plan.vocabulary import builtin_tasks
 
 MIRROR = Path(".snakemake") / "circuitloc" / "source"
 # every file of the checkout the plan reads before any job runs (scripts are fetched as they are

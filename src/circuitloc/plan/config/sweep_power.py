@@ -13,16 +13,16 @@ second, which Holm rejects below alpha / (N - 1) and Benjamini-Hochberg at or be
 the comparison and the seeds it would need.
 
 The same arithmetic gives each comparison's minimum detectable effect on the heads-to side
-(`min_concordant`, `concordance_for_power`; report.power writes them into the overview)."""
+(`min_concordant`, `concordance_for_power`; report.sweep.mde writes them into the overview)."""
 
 from __future__ import annotations
 
 import math
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry
-from circuitloc.plan.targets import sweep_adjust_with, sweep_pairs
-from circuitloc.plan.views import CURVE_DEFAULTS, curve_config, sweep_models
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.jobs.targets import sweep_adjust_with, sweep_pairs
+from circuitloc.plan.config.views import CURVE_DEFAULTS, curve_config, sweep_models
 
 POWER = 0.8  # the power at which a minimum detectable effect is stated
 

@@ -1,7 +1,7 @@
 """The controlled experiment's plan: a `sweep:` config block expands into ordinary toy models that
 differ only in their number of key/value heads, trained with one recipe over several seeds and
 sizes (every stage treats them like any other model). Read while the workflow is planned, so
-standard library only; what the seeds say together is circuitloc.report.sweep."""
+standard library only; what the seeds say together is circuitloc.report.sweep.summary."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def expand(sweep: dict) -> dict:
     A toy whose spec equals one already expanded (a match_params size's MHA toy is its plain
     twin's: nothing is taken away, so nothing is given back) is trained and scored once: the first
     model stands for both cells, its meta listing the other sizes under `also`
-    (`report.sweep.per_model` gives it a row in each)."""
+    (`report.sweep.summary.per_model` gives it a row in each)."""
     prefix = sweep.get("prefix", "sweep")
     recipe = dict(sweep["recipe"])
     for key in ("n_kv_heads", "seed"):

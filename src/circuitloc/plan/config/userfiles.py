@@ -12,9 +12,11 @@ import os
 from types import SimpleNamespace
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import builtin_tasks, registry, views
-from circuitloc.plan.checkpoints import CHECKPOINT_FILES
-from circuitloc.plan.inputs import model_inputs, neutral_text, resource_path
+from circuitloc.plan.vocabulary import builtin_tasks
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.config import views
+from circuitloc.plan.jobs.checkpoints import CHECKPOINT_FILES
+from circuitloc.plan.jobs.inputs import model_inputs, neutral_text, resource_path
 
 FACTS_COLUMNS = ("domain", "subject", "relation", "answer", "natural", "qa")
 MAX_FACTS_BYTES = 64 * 2**20  # the shipped file is 60 kB
@@ -214,7 +216,7 @@ def _task_key(config, task: str, model: str, keys: tuple) -> str | None:
 
 # a dataset input's config key below its task block, by the input's name (a task's `inputs`)
 DATASET_KEYS = {"facts": ("path",), "fahamu": ("source", "path")}
-# a toy model input's key below models.<m>.toy, by the input's name (plan.inputs.model_inputs)
+# a toy model input's key below models.<m>.toy, by the input's name (plan.jobs.inputs.model_inputs)
 TOY_KEYS = {"facts": "facts_path", **{k: "ioi_resources" for k in builtin_tasks.IOI_RESOURCES}}
 
 

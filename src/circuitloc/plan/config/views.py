@@ -7,9 +7,10 @@ from __future__ import annotations
 import copy
 import re
 
-from circuitloc.plan import paths, registry
-from circuitloc.plan.resources import DEFAULT_DTYPE, model_dtype
-from circuitloc.plan.sweep import META as SWEEP_META
+from circuitloc.plan import paths
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.jobs.resources import DEFAULT_DTYPE, model_dtype
+from circuitloc.plan.config.sweep_toys import META as SWEEP_META
 
 # what a model's build does not depend on: its task, curve and score overrides, size hint, resources and
 # ablations (changing them never retrains or reconverts a model)

@@ -1,6 +1,6 @@
 """The one step that changes the run's config and environment while Snakemake parses the workflow
 (`prepare`, called once from the Snakefile); everything the rules read afterwards is a function of
-the prepared config (plan.views, plan.targets, plan.groups, plan.inputs)."""
+the prepared config (plan.config.views, plan.jobs.targets, plan.jobs.groups, plan.jobs.inputs)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry
-from circuitloc.plan.checks import (
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.config.checks import (
     Provenance,
     check_scores,
     check_run_wide_task_keys,
@@ -22,7 +22,7 @@ from circuitloc.plan.checks import (
     selected_tasks,
     take_left_out,
 )
-from circuitloc.plan.configload import (
+from circuitloc.plan.config.configload import (
     check_unknown_keys,
     cli_values,
     effective_config,
@@ -31,11 +31,11 @@ from circuitloc.plan.configload import (
     overlay,
     validate,
 )
-from circuitloc.plan.groups import check_group_stages
-from circuitloc.plan.hub import check_model_sources
-from circuitloc.plan.power import check_sweep_power
-from circuitloc.plan.sweep import expand as expand_sweep
-from circuitloc.plan.userfiles import check_user_files
+from circuitloc.plan.jobs.groups import check_group_stages
+from circuitloc.plan.config.hub import check_model_sources
+from circuitloc.plan.config.sweep_power import check_sweep_power
+from circuitloc.plan.config.sweep_toys import expand as expand_sweep
+from circuitloc.plan.config.userfiles import check_user_files
 
 DEFAULT = Path("config") / "config.yaml"
 SCHEMA = Path("config") / "schema.yaml"
@@ -111,7 +111,7 @@ def provenance(root, given: dict, configfiles=(), overrides=None, as_module=Fals
 def resolve(cfg: dict, root, written: Provenance | None = None, missing_ok: bool = False) -> dict:
     """A layered config checked (unknown keys, task names, schema, sizes), with the schema's defaults
     filled in (`written`: which keys the user wrote, for the errors), the tasks a layer removed (`tasks.<name>: null`) left out, those a model leaves out
-    (`models.<m>.tasks.<name>: null`) kept as nulls for plan.views, the sweep's toys among its
+    (`models.<m>.tasks.<name>: null`) kept as nulls for plan.config.views, the sweep's toys among its
     models and the task modules it names registered. `missing_ok`: a file a job would read may be
     absent (a job's own process, which may see other storage than the run's: the run checked it)."""
     schema = load_schema(Path(root) / SCHEMA)

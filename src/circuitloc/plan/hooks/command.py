@@ -18,7 +18,7 @@ def record(argv: list[str], targets, cwd: str) -> None:
     """Keep `argv` (sys.argv of the planning Snakemake) without its target files, and the directory
     it was typed in (`cwd`: Snakemake's working directory before --directory), replacing any record
     this process inherited (a run started from another run's job, or a stale shell): only the main
-    Snakemake process records (plan.handlers), and the jobs it starts inherit its record."""
+    Snakemake process records (plan.hooks.handlers), and the jobs it starts inherit its record."""
     drop = {str(t) for t in targets or ()}
     words = [w for w in argv[1:] if w.startswith("-") or w not in drop]
     os.environ[ENV] = shlex.join([*program(argv[0]), *words])

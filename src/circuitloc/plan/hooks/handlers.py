@@ -1,6 +1,6 @@
 """What a run does when it starts, succeeds or fails (the Snakefile's onstart, onsuccess and
 onerror), as one record of the workflow, so that the same handlers serve a standalone run and a
-caller that uses circuitloc as a module (plan.dag.chain_handlers: Snakemake runs the main
+caller that uses circuitloc as a module (plan.hooks.dag.chain_handlers: Snakemake runs the main
 Snakefile's handlers only)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import atexit
 import sys
 import time
 
-from circuitloc.plan.command import record as record_command
-from circuitloc.plan.console import explain_failures, report_ready
-from circuitloc.plan.dag import own_rule_name, plan_summary, record_dag
-from circuitloc.plan.resources import unsized
+from circuitloc.plan.hooks.command import record as record_command
+from circuitloc.plan.hooks.console import explain_failures, report_ready
+from circuitloc.plan.hooks.dag import own_rule_name, plan_summary, record_dag
+from circuitloc.plan.jobs.resources import unsized
 
 
 class Handlers:

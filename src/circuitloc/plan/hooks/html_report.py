@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from circuitloc.plan.targets import LANDING  # written by rule landing
-from circuitloc.plan.workflow_config import as_layer
+from circuitloc.plan.jobs.targets import LANDING  # written by rule landing
+from circuitloc.plan.config.workflow_config import as_layer
 
 
 def report_text(root) -> str:
@@ -25,7 +25,7 @@ def report_text(root) -> str:
 
 def build_report(config, root, snakefile, html, log_path) -> None:
     """Write the report of the run of `snakefile` with the run's resolved `config` (passed on as a
-    layer: plan.workflow_config.as_layer) to `html`, styled by the checkout `root`'s stylesheet (a
+    layer: plan.config.workflow_config.as_layer) to `html`, styled by the checkout `root`'s stylesheet (a
     caller's Snakefile, using circuitloc as a module, has none); Snakemake's output to `log_path`.
     No executor profile: the report is built here, in this process's machine."""
     layer = as_layer(config, root)

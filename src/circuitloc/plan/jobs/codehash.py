@@ -38,7 +38,7 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = "circuitloc"
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the circuitloc this process imports
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the circuitloc this process imports
 
 
 _SCOPES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)

@@ -14,9 +14,10 @@ import math
 import os
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import paths, registry
-from circuitloc.plan.resources import estimate, model_size, requested_keys
-from circuitloc.plan.views import (
+from circuitloc.plan import paths
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.jobs.resources import estimate, model_size, requested_keys
+from circuitloc.plan.config.views import (
     ablations,
     curve_config,
     dataset_config,
@@ -152,7 +153,7 @@ def job_priority(config, stage, group_models=()):
 
 def size_ranks(config) -> dict[str, int]:
     """Each pretrained model's cost rank: how many pretrained models of the run cost less
-    (parameters x attention units, `plan.resources.model_size`), at most 9, so that a score or
+    (parameters x attention units, `plan.jobs.resources.model_size`), at most 9, so that a score or
     curve job stays below the dataset jobs that unlock the scores."""
     costs = {m: math.prod(model_size(model_spec(config, m))) for m in models(config)
              if model_spec(config, m).get("source") != "toy"}
@@ -163,7 +164,7 @@ def size_ranks(config) -> dict[str, int]:
 def job_resources(config, stage, per_model=True) -> dict:
     """Keyword arguments for a rule's `resources:` (`**job_resources(config, "scores")`): one callable
     per resource name any job may set, returning None (no request) where a job sets none; the values
-    are estimated from the config (circuitloc.plan.resources)."""
+    are estimated from the config (circuitloc.plan.jobs.resources)."""
 
     def value(key):
         if per_model:

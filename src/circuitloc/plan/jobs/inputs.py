@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import os
 
-from circuitloc.plan import builtin_tasks, registry
-from circuitloc.plan.checkpoints import checkpoint_files
-from circuitloc.plan.codehash import code_hash
-from circuitloc.plan.views import model_spec, task_config
+from circuitloc.plan.vocabulary import builtin_tasks
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.jobs.checkpoints import checkpoint_files
+from circuitloc.plan.jobs.codehash import code_hash
+from circuitloc.plan.config.views import model_spec, task_config
 
 
 def code_version(root, script) -> str:
     """The hash of a workflow script's code and every circuitloc module it imports (a rule's param,
-    so a change to the code a job runs reruns it: circuitloc.plan.codehash)."""
+    so a change to the code a job runs reruns it: circuitloc.plan.jobs.codehash)."""
     return code_hash(os.path.join(root, "workflow", "scripts", script))
 
 
@@ -56,7 +57,7 @@ def model_inputs(config, root, wildcards, lost=None) -> dict:
     """A toy model's vocabulary and training data come from the IOI resource files and the facts
     file, so it is rebuilt when they change (a stored checkpoint's files are inputs too); other
     sources read no resource file. `lost`: called with the model while Snakemake builds the DAG
-    (plan.weights.LostWeights.force: a model whose weights a finished run lost is forced)."""
+    (plan.jobs.weights.LostWeights.force: a model whose weights a finished run lost is forced)."""
     if lost is not None:
         lost(wildcards.model)
     spec = model_spec(config, wildcards.model)

@@ -24,7 +24,7 @@ import functools
 import json
 import math
 
-from circuitloc.plan.hub import cached_config, hub_cache
+from circuitloc.plan.config.hub import cached_config, hub_cache
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # the dtype of a model that names none, unless it is a hub model or GGUF on cuda (model_dtype): every

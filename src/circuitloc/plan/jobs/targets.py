@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 
-from circuitloc.plan import registry, vocab
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary import vocab
 from circuitloc.plan.paths import CARD, CONTROLS, CURVES, DATA, FILTER, MIB, PROMPTS, SCORES, TABLE1, WEIGHTS
-from circuitloc.plan.sweep import figure_sample
-from circuitloc.plan.views import (
+from circuitloc.plan.config.sweep_toys import figure_sample
+from circuitloc.plan.config.views import (
     ablations,
     card,
     dataset_tasks,
@@ -117,7 +118,7 @@ def per_ablation_models(config, abls):
 
 def figure_models(config, task, ablation) -> list[str]:
     """The models of the per-task heatmap and curve figures: at most `figures.max_models` of those
-    scored (circuitloc.plan.sweep.figure_sample says which); the tables keep every model."""
+    scored (circuitloc.plan.config.sweep_toys.figure_sample says which); the tables keep every model."""
     return figure_sample(config["models"], models_for(config, task, ablation), int(config["figures"]["max_models"]))
 
 
@@ -136,14 +137,14 @@ def sweep_adjust_with(config) -> dict:
 def sweep_layer_table(config, task, ablation) -> list[str]:
     """[the Table 1 of `ablation`'s kind under layer units] for a kv ablation whose layer twin has a
     sweep table, else []: a KV-1 toy's kv groups are its layers, compared with the MHA toy's layers
-    (`report.sweep.paired`)."""
+    (`report.sweep.summary.paired`)."""
     kind, unit = registry.parse_ablation(ablation)
     twin = registry.ablation_name(kind, vocab.LAYER)
     return [TABLE1.format(task=task, ablation=twin)] if unit == vocab.KV and (task, twin) in sweep_pairs(config) \
         else []
 
 
-# the tables the claims table reads (circuitloc.report.claims), where the run makes them
+# the tables the claims table reads (circuitloc.report.claims.judge), where the run makes them
 CLAIM_TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", "stability_ioi")
 CLAIMS = "results/tables/claims.csv"
 
@@ -159,7 +160,7 @@ LANDING = "results/report/landing.rst"
 
 
 def landing_inputs(config) -> dict[str, str]:
-    """What the report's first page shows (circuitloc.report.landing): the claims table, then Table 1
+    """What the report's first page shows (circuitloc.report.pages.landing): the claims table, then Table 1
     and Figures 1-2 of the headline (IOI, else the first task; the paper's ablation, else the first)
     and its scale figure, where the run makes them."""
     made = set(_tables_and_figures(config))

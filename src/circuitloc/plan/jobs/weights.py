@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-from circuitloc.plan import paths, views
+from circuitloc.plan import paths
+from circuitloc.plan.config import views
 
 
 def lost_weights(config) -> list[tuple[str, str]]:

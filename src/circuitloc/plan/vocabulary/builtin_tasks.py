@@ -1,14 +1,14 @@
 """The tasks circuitloc ships, as data: each one's `TaskSpec` and the function naming the resource
 files its dataset job reads. A task's behaviour (dataset builder, metrics, floor) lives in its
 module (`TaskSpec.module`); a task of your own is a module named in config `task_modules`
-(circuitloc.plan.registry). Standard library only."""
+(circuitloc.plan.vocabulary.catalog). Standard library only."""
 
 from __future__ import annotations
 
 import os
 
-from circuitloc.plan import hub  # the fahamu/ioi file names and their resolution (standard library only)
-from circuitloc.plan.vocab import Split, TaskSpec, shared_spec
+from circuitloc.plan.config import hub  # the fahamu/ioi file names and their resolution (standard library only)
+from circuitloc.plan.vocabulary.vocab import Split, TaskSpec, shared_spec
 
 # ---- resource files ----------------------------------------------------------------------------------
 # Every file a dataset is computed from is an input of the job that reads it (editing it reruns that

@@ -1,5 +1,5 @@
 """The registry of every task and ablation kind a run may name: the built-in ones
-(circuitloc.plan.builtin_tasks, circuitloc.plan.vocab.BUILTIN_KINDS) and those of the modules a
+(circuitloc.plan.vocabulary.builtin_tasks, circuitloc.plan.vocabulary.vocab.BUILTIN_KINDS) and those of the modules a
 config names under `task_modules:` (loaded lazily, from the environment variable the Snakefile sets
 for its jobs). Lookups by name: an unknown name is an error, never a fallback. Standard library only."""
 
@@ -9,8 +9,8 @@ import importlib
 import os
 import re
 
-from circuitloc.plan.builtin_tasks import BUILTIN
-from circuitloc.plan.vocab import BUILTIN_KINDS, KIND_NAME, UNITS, KindSpec, TaskSpec, shared_spec
+from circuitloc.plan.vocabulary.builtin_tasks import BUILTIN
+from circuitloc.plan.vocabulary.vocab import BUILTIN_KINDS, KIND_NAME, UNITS, KindSpec, TaskSpec, shared_spec
 
 _KINDS: dict[str, KindSpec] = {k.name: k for k in BUILTIN_KINDS}
 _TASKS: dict[str, TaskSpec] = {t.name: t for t in BUILTIN}
@@ -94,8 +94,8 @@ def load_task_modules(names=None) -> list[str]:
         module = importlib.import_module(name.strip())
         spec, kind_spec = getattr(module, "SPEC", None), getattr(module, "KIND", None)
         if not isinstance(spec, TaskSpec) and not isinstance(kind_spec, KindSpec):
-            raise ValueError(f"task module {name!r} has neither SPEC (a circuitloc.plan.vocab.TaskSpec) "
-                             "nor KIND (a circuitloc.plan.vocab.KindSpec)")
+            raise ValueError(f"task module {name!r} has neither SPEC (a circuitloc.plan.vocabulary.vocab.TaskSpec) "
+                             "nor KIND (a circuitloc.plan.vocabulary.vocab.KindSpec)")
         if isinstance(spec, TaskSpec):
             if spec.shared and not callable(getattr(module, "shared_dataset", None)):
                 raise ValueError(f"task module {name!r}: SPEC.shared names a family-shared condition "

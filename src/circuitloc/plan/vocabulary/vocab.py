@@ -1,8 +1,8 @@
 """The vocabulary's types, as plain data: ablation kinds and units, unit labels, metric floors,
 stability splits, `KindSpec` and `TaskSpec`, and the headline. Standard library only, so the
 Snakefile, the rules and the table and figure jobs read the same definitions as the engine without
-importing torch. The built-in tasks are in `circuitloc.plan.builtin_tasks`; the registry of every
-task and kind (built-in and a config's `task_modules`) is `circuitloc.plan.registry`; defaults live
+importing torch. The built-in tasks are in `circuitloc.plan.vocabulary.builtin_tasks`; the registry of every
+task and kind (built-in and a config's `task_modules`) is `circuitloc.plan.vocabulary.catalog`; defaults live
 in config/schema.yaml."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 # the vocabulary's unit words, handed on: one import for its users
-from circuitloc.plan.labels import KV, LABEL_FORMAT, LAYER, QUERY, TOP_COLUMN, UNIT_LABEL, UNITS, unit_kind, unit_label  # noqa: F401,E501
+from circuitloc.plan.vocabulary.labels import KV, LABEL_FORMAT, LAYER, QUERY, TOP_COLUMN, UNIT_LABEL, UNITS, unit_kind, unit_label  # noqa: F401,E501
 
 # ---- ablation kinds and units ----------------------------------------------------------------------
 # zero: the unit's output set to zero (the paper's); mean: its mean output over the task set;

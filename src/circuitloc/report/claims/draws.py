@@ -9,7 +9,7 @@ import math
 
 import polars as pl
 
-from circuitloc.report.claims_pairing import (
+from circuitloc.report.claims.pairing import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -22,7 +22,7 @@ from circuitloc.report.claims_pairing import (
     row_of,
     split_pairs,
 )
-from circuitloc.plan.targets import CLAIM_TABLES
+from circuitloc.plan.jobs.targets import CLAIM_TABLES
 
 IOI_T2, IOI_STAB = CLAIM_TABLES[1], CLAIM_TABLES[3]
 CONTROL_HARMLESS = 5.0  # "no damage": every random unit's damage below 5% of the clean - floor span

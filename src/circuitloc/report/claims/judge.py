@@ -17,9 +17,9 @@ import math
 import polars as pl
 
 from circuitloc.metrics import heads_to_name
-from circuitloc.plan.targets import CLAIM_TABLES
-from circuitloc.report.claims_draws import CONTROL_HARMLESS, random_heads_harmless, same_head_easy_hard  # noqa: F401
-from circuitloc.report.claims_pairing import (  # noqa: F401  (the claims' vocabulary, re-exported)
+from circuitloc.plan.jobs.targets import CLAIM_TABLES
+from circuitloc.report.claims.draws import CONTROL_HARMLESS, random_heads_harmless, same_head_easy_hard  # noqa: F401
+from circuitloc.report.claims.pairing import (  # noqa: F401  (the claims' vocabulary, re-exported)
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -32,9 +32,9 @@ from circuitloc.report.claims_pairing import (  # noqa: F401  (the claims' vocab
     row_of as _row,
     split_pairs,
 )
-from circuitloc.report.paper_tables import as_float, ci_note, pct
+from circuitloc.report.tables.paper import as_float, ci_note, pct
 
-IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.targets.claim_inputs)
+IOI_T1, IOI_T2, FACTS_T1, IOI_STAB = CLAIM_TABLES  # the rule's inputs (plan.jobs.targets.claim_inputs)
 RATIO_RANGE = (4.0, 8.0)  # the paper: GQA's top head 4-8x MHA's at matched scale
 TOP_REMOVES = 89.6  # the paper: ablating the 7B's top head removes 89.6% of IOI
 

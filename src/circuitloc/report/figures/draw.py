@@ -6,9 +6,10 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan import registry
-from circuitloc.report import plots, scale_plots
-from circuitloc.report.jobs import FigureFiles, TableJob
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.report.figures import plots
+from circuitloc.report.figures import scale as scale_plots
+from circuitloc.report.records import FigureFiles, TableJob
 
 
 def save(fig, png, pdf):

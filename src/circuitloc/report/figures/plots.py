@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 from matplotlib.ticker import MaxNLocator
 
-from circuitloc.report.style import (
+from circuitloc.report.figures.style import (
     ATTENTION,
     as_array,
     attention_order,

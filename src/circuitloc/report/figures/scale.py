@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from circuitloc.metrics import heads_to_label, heads_to_name
-from circuitloc.report.style import (
+from circuitloc.report.figures.style import (
     as_array,
     error_bars,
     family_order,

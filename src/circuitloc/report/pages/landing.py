@@ -1,7 +1,7 @@
 """The report's first page: the run's answer before its archive. The claims table, the headline
 Table 1 in the paper's form and the headline figures, each with a caption that says what to read in
 it, then the workflow's own description. Written as reStructuredText, the text Snakemake's report
-opens on (plan.report.report_text); figures are embedded, so the page stands alone."""
+opens on (plan.hooks.html_report.report_text); figures are embedded, so the page stands alone."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from circuitloc import io
-from circuitloc.report.paper_tables import table1_form
+from circuitloc.report.tables.paper import table1_form
 
 CLAIM_COLUMNS = ("claim", "models", "measured", "interval", "verdict", "reason", "testable_when")
 TABLE1_READ = ("One row per model. The top unit is the one whose ablation alone does most damage on the scoring "
@@ -113,7 +113,7 @@ def headline_figures(task: str, ablation: str, fig1: str | None, fig2: str | Non
 
 
 def write_landing(files: dict, headline: tuple[str, str], out) -> None:
-    """The first page from the run's files (plan.targets.landing_inputs, plus `workflow`: the
+    """The first page from the run's files (plan.jobs.targets.landing_inputs, plus `workflow`: the
     workflow's description), atomically."""
     table1 = io.read_csv(files["table1"]) if "table1" in files else None
     figs = headline_figures(*headline, files.get("fig1"), files.get("fig2"), files.get("scale"))

@@ -1,8 +1,8 @@
 """The README's result sections, generated from a run rather than typed: the IOI Table 1 (paper
 form) and the claims table go between their markers, under a measurement note naming the run.
 
-    python -m circuitloc.report.readme RESULTS_DIR README.md --note "Measured on ..."
-    python -m circuitloc.report.readme LADDER_RESULTS README.md --run ladder --note "..."
+    python -m circuitloc.report.pages.readme RESULTS_DIR README.md --note "Measured on ..."
+    python -m circuitloc.report.pages.readme LADDER_RESULTS README.md --run ladder --note "..."
 
 `--run ladder` fills the ladder's sections instead of the default run's: its Table 1 of every task
 as one table with a task column, Table 2 of IOI and the claims.
@@ -18,8 +18,8 @@ import polars as pl
 
 from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
-from circuitloc.report.paper_tables import table1_form
-from circuitloc.report.tables import to_markdown
+from circuitloc.report.tables.paper import table1_form
+from circuitloc.report.tables.localization import to_markdown
 
 SECTIONS = {"table1": "tables/table1_ioi_zero-query.md", "claims": "tables/claims.md"}
 # a section given as a tuple of tasks is their Table 1s as one table (`tasks_table`)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc.report.paired import _paired_t
-from circuitloc.report.sweep import _floats
+from circuitloc.report.sweep.paired import _paired_t
+from circuitloc.report.sweep.summary import _floats
 
 COLUMNS = ("twin_size", "vs_twin_top_head_pct_diff", "vs_twin_top_head_pct_diff_lo", "vs_twin_top_head_pct_diff_hi",
            "vs_twin_top_head_pct_p", "vs_twin_n_pairs")

@@ -3,7 +3,7 @@
 A verdict "yes" needs both its tests significant after adjustment. For a comparison whose
 difference stands alone in its family of N tests (every other test null), its two tests are the
 family's two smallest p-values: the smaller faces alpha / N (Holm; Benjamini-Hochberg 2 alpha / N
-once the second passes), the second alpha / (N - 1) (Holm; BH 2 alpha / N): `plan.power.yes_threshold`.
+once the second passes), the second alpha / (N - 1) (Holm; BH 2 alpha / N): `plan.config.sweep_power.yes_threshold`.
 
 - heads-to (the exact sign-flip test on Gehan differences): of its n pairs, `heads_to_untied_pairs`
   m have a nonzero difference (the rest, `heads_to_tied_pairs`, carry no sign and drop out); its
@@ -26,9 +26,9 @@ import math
 import numpy as np
 import polars as pl
 
-from circuitloc.plan.power import POWER, concordance_for_power, min_concordant, min_sign_flip_p, yes_threshold
-from circuitloc.report.jobs import SweepStats
-from circuitloc.report.sweep import EXPLORATORY, PRIMARY
+from circuitloc.plan.config.sweep_power import POWER, concordance_for_power, min_concordant, min_sign_flip_p, yes_threshold
+from circuitloc.report.records import SweepStats
+from circuitloc.report.sweep.summary import EXPLORATORY, PRIMARY
 
 COLUMNS = ("yes_threshold", "yes_reachable", "heads_to_untied_pairs", "heads_to_tied_pairs", "heads_to_min_p",
            "mde_heads_to_concordant", "mde_heads_to_share", "mde_top_head_sd", "mde_top_head_pct")

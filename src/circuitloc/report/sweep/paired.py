@@ -10,10 +10,10 @@ import polars as pl
 from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
-from circuitloc.plan.vocab import QUERY, ZERO
-from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
-from circuitloc.report.sweep import DESCRIPTIVE, TESTED, _floats, _interval, _mha_kv, _pair_seeds, _values
-from circuitloc.report.verdicts import _adjust_families, _finite, _sign, paired_tests, verdict, verdict_family
+from circuitloc.plan.vocabulary.vocab import QUERY, ZERO
+from circuitloc.report.records import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
+from circuitloc.report.sweep.summary import DESCRIPTIVE, TESTED, _floats, _interval, _mha_kv, _pair_seeds, _values
+from circuitloc.report.sweep.verdicts import _adjust_families, _finite, _sign, paired_tests, verdict, verdict_family
 
 
 def _paired_t(o, b, ci):

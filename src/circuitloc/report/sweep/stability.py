@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from circuitloc.plan.registry import parse_ablation
-from circuitloc.report.paired import paired
-from circuitloc.report.sweep import DESCRIPTIVE, PRIMARY
-from circuitloc.report.verdicts import overview, verdict_key
+from circuitloc.plan.vocabulary.catalog import parse_ablation
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.summary import DESCRIPTIVE, PRIMARY
+from circuitloc.report.sweep.verdicts import overview, verdict_key
 
 KEY = ("size", "kv_heads", "vs_unit")  # one paired row
 

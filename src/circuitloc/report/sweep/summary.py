@@ -1,7 +1,7 @@
 """What the controlled experiment's seeds say together: `summarize` turns the sweep toys' Table 1
 rows into means and intervals across seeds, `paired` into paired comparisons against the MHA model
 of the same seed and size, `overview` into one verdict per comparison. The toys themselves come
-from circuitloc.plan.sweep.
+from circuitloc.plan.config.sweep_toys.
 
 Two rules keep a verdict meaning what it says. Comparisons only at equal unit counts:
 every concentration measure (top unit, heads-to as a fraction, curve area, CPR and CMD, effective units) depends
@@ -19,11 +19,11 @@ import polars as pl
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.io import frame
-from circuitloc.plan import registry
+from circuitloc.plan.vocabulary import catalog as registry
 from circuitloc.metrics import heads_to_measures
-from circuitloc.report.analysis import behaves
-from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
-from circuitloc.report.tables import top_head_measure
+from circuitloc.report.tables.analysis import behaves
+from circuitloc.report.records import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
+from circuitloc.report.tables.localization import top_head_measure
 
 MEASURES = SWEEP_MEASURES
 PRIMARY, EXPLORATORY, DESCRIPTIVE = "primary", "exploratory", "descriptive"

@@ -2,7 +2,7 @@
 paragraph and docs/sweep.md's table of primary verdicts, each between its markers, under a note
 naming the run (which commit, from a fresh clone, on which machine).
 
-    python -m circuitloc.report.sweep_text RESULTS_DIR README.md docs/sweep.md --note "Measured on ..."
+    python -m circuitloc.report.sweep.text RESULTS_DIR README.md docs/sweep.md --note "Measured on ..."
 
 Counts are of comparisons, not tests (a verdict reads two tests); significance, not direction, is
 what a count of "differences" counts; every percentage is quoted with its clean baseline.
@@ -18,7 +18,7 @@ import polars as pl
 
 from circuitloc.atomic import write_text
 from circuitloc.errors import ArtifactError
-from circuitloc.report.verdicts import verdict_class, verdict_key
+from circuitloc.report.sweep.verdicts import verdict_class, verdict_key
 
 SECTIONS = {"README": "sweep_summary", "docs": "sweep_primary"}
 WORDS = {"yes": "yes (fewer KV heads more concentrated on both measures)",
@@ -52,7 +52,7 @@ def _stab(v) -> str:
 
 
 def _mde(r: dict) -> str:
-    """A comparison's minimum detectable effect (report.power): the top head's in sd of the pairs'
+    """A comparison's minimum detectable effect (report.sweep.mde): the top head's in sd of the pairs'
     differences (and in points), the heads-to's as untied pairs that must point one way."""
     sd, pct, k, m = (r.get(c) for c in ("mde_top_head_sd", "mde_top_head_pct", "mde_heads_to_concordant",
                                         "heads_to_untied_pairs"))

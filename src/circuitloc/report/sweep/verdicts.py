@@ -11,10 +11,10 @@ import polars as pl
 from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_label, heads_to_measures
-from circuitloc.plan.registry import parse_ablation
-from circuitloc.plan.vocab import QUERY, ZERO
-from circuitloc.report.jobs import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
-from circuitloc.report.sweep import DESCRIPTIVE, EXPLORATORY, PRIMARY, TESTED, _floats
+from circuitloc.plan.vocabulary.catalog import parse_ablation
+from circuitloc.plan.vocabulary.vocab import QUERY, ZERO
+from circuitloc.report.records import SWEEP_MEASURES, Primary, SweepStats  # noqa: F401  (the sweep's settings)
+from circuitloc.report.sweep.summary import DESCRIPTIVE, EXPLORATORY, PRIMARY, TESTED, _floats
 
 
 def measure_of(test: str) -> str:

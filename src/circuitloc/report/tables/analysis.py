@@ -10,9 +10,10 @@ from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.io import frame
 from circuitloc.metrics import heads_to_measures
-from circuitloc.plan import registry, vocab
-from circuitloc.plan.registry import parse_ablation
-from circuitloc.report.tables import top_head_measure
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary import vocab
+from circuitloc.plan.vocabulary.catalog import parse_ablation
+from circuitloc.report.tables.localization import top_head_measure
 
 # -- stability ---------------------------------------------------------------------------
 

@@ -22,8 +22,8 @@ import logging
 import polars as pl
 
 from circuitloc import io
-from circuitloc.plan.dag import STAGES, dag_jobs, stage_of  # noqa: F401
-from circuitloc.report.html_table import html_path, table_page
+from circuitloc.plan.hooks.dag import STAGES, dag_jobs, stage_of  # noqa: F401
+from circuitloc.report.tables.html_page import html_path, table_page
 
 SHARED = "(shared)"
 ALL = "all"
@@ -124,7 +124,7 @@ def to_markdown(table: pl.DataFrame) -> str:
 
 
 def to_html(table: pl.DataFrame, csv_path) -> str:
-    """The same three tables as the page the report shows (report.html_table)."""
+    """The same three tables as the page the report shows (report.tables.html_page)."""
     def shown(df, key):  # the markdown's cells: wall as h:m:s beside the seconds, one decimal
         cols = ["stage", "model"] if key == "stage / model" else [key]
         text = [pl.Series("wall", [_hms(v) for v in df["wall_s"]], dtype=pl.String)]

@@ -11,10 +11,10 @@ from tabulate import tabulate
 from circuitloc import intervals, io, metrics, sufficiency
 from circuitloc.io import frame
 from circuitloc.metrics import rank
-from circuitloc.plan import registry, vocab
-from circuitloc.report.jobs import TableJob
-from circuitloc.plan.vocab import TOP_COLUMN, unit_kind
-from circuitloc.report.html_table import display_rows, html_path, table_page
+from circuitloc.plan.vocabulary import catalog as registry, vocab
+from circuitloc.report.records import TableJob
+from circuitloc.plan.vocabulary.vocab import TOP_COLUMN, unit_kind
+from circuitloc.report.tables.html_page import display_rows, html_path, table_page
 
 
 def measure(task: str, frame: pl.DataFrame) -> tuple[vocab.TaskSpec, str, tuple]:
@@ -292,7 +292,7 @@ def to_markdown(df: pl.DataFrame, title: str) -> str:
 
 def write_table(df: pl.DataFrame, csv, md, title: str, shown: pl.DataFrame | None = None) -> None:
     """A table as CSV (`io.write_csv`, every column), as titled markdown (`to_markdown`) of `shown`
-    (a reader's form of it, e.g. report.paper_tables) or the whole table, and as the HTML page the
+    (a reader's form of it, e.g. report.tables.paper) or the whole table, and as the HTML page the
     report shows (`html_table`, beside the CSV: `html_path`), all atomically."""
     io.write_csv(df, csv)
     io.write_text(to_markdown(df if shown is None else shown, title), md)

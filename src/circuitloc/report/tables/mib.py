@@ -22,7 +22,7 @@ from circuitloc import io
 from circuitloc import metrics
 from circuitloc.metrics import rank
 from circuitloc.modelcard import ModelCard
-from circuitloc.report.jobs import TableJob
+from circuitloc.report.records import TableJob
 
 # a parallel attention/MLP block (each reads the same residual): the GPT-NeoX layout (Pythia) and GPT-J's
 PARALLEL_ARCHITECTURES = ("GPTNeoXForCausalLM", "GPTJForCausalLM")

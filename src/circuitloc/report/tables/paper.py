@@ -9,7 +9,7 @@ import math
 import polars as pl
 
 from circuitloc.metrics import heads_to_label, heads_to_measures
-from circuitloc.plan.vocab import TOP_COLUMN
+from circuitloc.plan.vocabulary.vocab import TOP_COLUMN
 
 
 def _whole(x: float) -> str:

@@ -11,16 +11,19 @@ import polars as pl
 from circuitloc import io
 from circuitloc import metrics
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan import registry
-from circuitloc.report import analysis
-from circuitloc.report import claims
-from circuitloc.report import capacity, power, stability, sweep
-from circuitloc.report.analysis import robustness
-from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
-from circuitloc.report.paired import paired
-from circuitloc.report.paper_tables import table1_form, table2_form
-from circuitloc.report.tables import table1, table2, write_table
-from circuitloc.report.verdicts import overview
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.report.tables import analysis
+from circuitloc.report.claims import judge as claims
+from circuitloc.report.sweep import capacity
+from circuitloc.report.sweep import mde as power
+from circuitloc.report.sweep import stability
+from circuitloc.report.sweep import summary as sweep
+from circuitloc.report.tables.analysis import robustness
+from circuitloc.report.records import SweepInputs, SweepStats, TableFiles, TableJob
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.tables.paper import table1_form, table2_form
+from circuitloc.report.tables.localization import table1, table2, write_table
+from circuitloc.report.sweep.verdicts import overview
 
 
 def _read(paths: dict) -> dict:
