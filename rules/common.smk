@@ -57,7 +57,7 @@ def table_outputs(name, ablations, label):
     def page(a):  # (a line here that starts with `report(` would read as the report directive)
         labels = {"output": label, "task": "{task}", "ablation": a}
         return report(
-            f"results/tables/{name}_{{task}}_{a}.html",
+            paths.file(paths.PER_TASK_TABLES[name], "html", ablation=a),
             caption=f"../report/{name}.rst",
             category="{task}",
             subcategory=f"{a} ablation",
@@ -65,9 +65,9 @@ def table_outputs(name, ablations, label):
         )
 
     return {
-        name: [f"results/tables/{name}_{{task}}_{a}.csv" for a in ablations],
+        name: [paths.file(paths.PER_TASK_TABLES[name], "csv", ablation=a) for a in ablations],
         f"{name}_html": [page(a) for a in ablations],
-        f"{name}_md": [f"results/tables/{name}_{{task}}_{a}.md" for a in ablations],
+        f"{name}_md": [paths.file(paths.PER_TASK_TABLES[name], "md", ablation=a) for a in ablations],
     }
 
 

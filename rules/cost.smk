@@ -9,15 +9,15 @@ rule cost:
     input:
         targets.cost_inputs(config),
     output:
-        csv="results/tables/cost.csv",
+        csv=paths.file(paths.COST_TABLE, "csv"),
         html=report(
-            "results/tables/cost.html",
+            paths.file(paths.COST_TABLE, "html"),
             caption="../report/cost.rst",
             category="all tasks",
             subcategory="cost of the run",
             labels={"output": "Cost table", "task": "all", "ablation": "all"},
         ),
-        md="results/tables/cost.md",
+        md=paths.file(paths.COST_TABLE, "md"),
     log:
         paths.log("tables/cost"),
     benchmark:

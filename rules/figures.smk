@@ -18,7 +18,7 @@ for _tasks, _ablations in targets.task_groups(config):
         output:
             fig1=[
                 report(
-                    f"results/figures/fig1_heatmap_{{task}}_{a}.png",
+                    paths.file(paths.FIG1, "png", ablation=a),
                     caption="../report/fig1_heatmap.rst",
                     category="{task}",
                     subcategory=f"{a} ablation",
@@ -26,10 +26,10 @@ for _tasks, _ablations in targets.task_groups(config):
                 )
                 for a in _ablations
             ],
-            fig1_pdf=[f"results/figures/fig1_heatmap_{{task}}_{a}.pdf" for a in _ablations],
+            fig1_pdf=[paths.file(paths.FIG1, "pdf", ablation=a) for a in _ablations],
             fig2=[
                 report(
-                    f"results/figures/fig2_curves_{{task}}_{a}.png",
+                    paths.file(paths.FIG2, "png", ablation=a),
                     caption="../report/fig2_curves.rst",
                     category="{task}",
                     subcategory=f"{a} ablation",
@@ -37,7 +37,7 @@ for _tasks, _ablations in targets.task_groups(config):
                 )
                 for a in _ablations
             ],
-            fig2_pdf=[f"results/figures/fig2_curves_{{task}}_{a}.pdf" for a in _ablations],
+            fig2_pdf=[paths.file(paths.FIG2, "pdf", ablation=a) for a in _ablations],
         log:
             paths.log("figures/figures_{task}"),
         benchmark:
@@ -66,7 +66,7 @@ rule figure_scale:
     output:
         png=[
             report(
-                f"results/figures/scale_{a}.png",
+                paths.file(paths.SCALE_FIGURE, "png", ablation=a),
                 caption="../report/scale.rst",
                 category="all tasks",
                 subcategory=f"{a} ablation",
@@ -74,7 +74,7 @@ rule figure_scale:
             )
             for a in ABLATIONS
         ],
-        pdf=[f"results/figures/scale_{a}.pdf" for a in ABLATIONS],
+        pdf=[paths.file(paths.SCALE_FIGURE, "pdf", ablation=a) for a in ABLATIONS],
     log:
         paths.log("figures/scale"),
     benchmark:

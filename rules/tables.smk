@@ -71,14 +71,14 @@ rule claims:
         cards=lambda wc: [views.card(m) for m in views.models(config)],
         tables=lambda wc: list(targets.claim_inputs(config).values()),
     output:
-        csv="results/tables/claims.csv",
+        csv=paths.file(paths.CLAIMS_TABLE, "csv"),
         html=report(
-            "results/tables/claims.html",
+            paths.file(paths.CLAIMS_TABLE, "html"),
             caption="../report/claims.rst",
             category="0. the answer",
             labels={"output": "The paper's claims, checked on this run", "task": "all", "ablation": "zero-query"},
         ),
-        md="results/tables/claims.md",
+        md=paths.file(paths.CLAIMS_TABLE, "md"),
     log:
         paths.log("tables/claims"),
     benchmark:

@@ -17,6 +17,7 @@ from circuitloc.models.card import sha256_file
 from circuitloc.plan.hooks.command import command_with, rerun
 from circuitloc.plan.config.hub import hf_source
 from circuitloc.plan.jobs.resources import DEFAULT_DTYPE
+from circuitloc.plan.paths import CARD
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -98,7 +99,7 @@ def _restore_hint(card: ModelCard, seen_by_plan: bool = False) -> str:
     user's command (plan.jobs.weights); a corrupt file of the right size only the sha256 check here sees,
     so Snakemake must be told (a forcerun of the card). An hf model's are the hub cache's or the
     user's directory."""
-    card_path = f"results/models/{card.name}/card.json"
+    card_path = CARD.format(model=card.name)
     if card.source != "hf" and seen_by_plan:
         cmd = command_with() or "your snakemake command"
         return f"rerun your command, which rebuilds the model: {cmd}"

@@ -8,6 +8,7 @@ import os
 
 from circuitloc.plan.vocabulary import catalog as registry
 from circuitloc.plan.vocabulary import vocab
+from circuitloc.plan import paths
 from circuitloc.plan.paths import CARD, CONTROLS, CURVES, DATA, FILTER, MIB, PROMPTS, SCORES, TABLE1, WEIGHTS
 from circuitloc.plan.config.sweep_toys import figure_sample
 from circuitloc.plan.config.views import (
@@ -23,8 +24,8 @@ from circuitloc.plan.config.views import (
     tasks,
 )
 
-COST = "results/tables/cost.csv"
-REPORT = "results/report.html"
+COST = paths.file(paths.COST_TABLE, "csv")
+REPORT = paths.REPORT
 
 
 def table_pairs(config) -> list[tuple[str, str]]:
@@ -146,17 +147,17 @@ def sweep_layer_table(config, task, ablation) -> list[str]:
 
 # the tables the claims table reads (circuitloc.report.claims.judge), where the run makes them
 CLAIM_TABLES = ("table1_ioi_zero-query", "table2_ioi_zero-query", "table1_facts_zero-query", "stability_ioi")
-CLAIMS = "results/tables/claims.csv"
+CLAIMS = paths.file(paths.CLAIMS_TABLE, "csv")
 
 
 def claim_inputs(config) -> dict[str, str]:
     """name -> CSV of each claims table this run makes (a claim without its table is not testable)."""
     made = set(_tables_and_figures(config))
-    paths = {n: f"results/tables/{n}.csv" for n in CLAIM_TABLES}
-    return {n: p for n, p in paths.items() if p in made}
+    files = {n: f"{paths.TABLES}/{n}.csv" for n in CLAIM_TABLES}
+    return {n: p for n, p in files.items() if p in made}
 
 
-LANDING = "results/report/landing.rst"
+LANDING = paths.LANDING
 
 
 def landing_inputs(config) -> dict[str, str]:
@@ -166,8 +167,9 @@ def landing_inputs(config) -> dict[str, str]:
     made = set(_tables_and_figures(config))
     task, abl = headline(config)
     files = {"claims": CLAIMS, "table1": TABLE1.format(task=task, ablation=abl),
-             "fig1": f"results/figures/fig1_heatmap_{task}_{abl}.png",
-             "fig2": f"results/figures/fig2_curves_{task}_{abl}.png", "scale": f"results/figures/scale_{abl}.png"}
+             "fig1": paths.file(paths.FIG1, "png", task=task, ablation=abl),
+             "fig2": paths.file(paths.FIG2, "png", task=task, ablation=abl),
+             "scale": paths.file(paths.SCALE_FIGURE, "png", ablation=abl)}
     return {k: p for k, p in files.items() if k == "claims" or p in made}
 
 
@@ -182,18 +184,20 @@ def _tables_and_figures(config) -> list[str]:
     out = [CARD.format(model=m) for m in models(config)]
     pairs = table_pairs(config)
     for task, abl in pairs:
-        out += [TABLE1.format(task=task, ablation=abl), f"results/tables/table2_{task}_{abl}.csv",
-                f"results/figures/fig1_heatmap_{task}_{abl}.png", f"results/figures/fig2_curves_{task}_{abl}.png",
-                MIB.format(task=task, ablation=abl)]
-    out += [f"results/figures/scale_{abl}.png" for abl in ablations(config)]
+        out += [TABLE1.format(task=task, ablation=abl), paths.file(paths.TABLE_2, "csv", task=task, ablation=abl),
+                paths.file(paths.FIG1, "png", task=task, ablation=abl),
+                paths.file(paths.FIG2, "png", task=task, ablation=abl), MIB.format(task=task, ablation=abl)]
+    out += [paths.file(paths.SCALE_FIGURE, "png", ablation=abl) for abl in ablations(config)]
     extras = config["analysis"]
     if "stability" in extras:
         ts = [t for t in tasks(config) if models_for(config, t)]  # a task every model leaves out has none
-        out += [f"results/tables/stability_{t}.csv" for t in ts] + [f"results/figures/stability_{t}.png" for t in ts]
-    out += [f"results/tables/{a}.csv" for a in ("robustness", "specificity") if a in extras]
+        out += [paths.file(paths.STABILITY_TABLE, "csv", task=t) for t in ts]
+        out += [paths.file(paths.STABILITY_FIGURE, "png", task=t) for t in ts]
+    out += [paths.file(table, "csv") for a, table in (("robustness", paths.ROBUSTNESS_TABLE),
+                                                       ("specificity", paths.SPECIFICITY_TABLE)) if a in extras]
     sweep = sweep_pairs(config)
-    out += [f"results/tables/sweep_{t}_{a}.csv" for t, a in sweep]
-    out += ["results/tables/sweep_overview.csv"] if sweep else []
+    out += [paths.file(paths.SWEEP_TABLE, "csv", task=t, ablation=a) for t, a in sweep]
+    out += [paths.file(paths.SWEEP_OVERVIEW_TABLE, "csv")] if sweep else []
     return out
 
 
@@ -229,4 +233,4 @@ def cost_inputs(config) -> list[str]:
 
 def report_inputs(config) -> list[str]:
     """Every table and figure the run makes: what the report collects."""
-    return [f for f in all_outputs(config) if f.startswith(("results/tables/", "results/figures/"))]
+    return [f for f in all_outputs(config) if f.startswith((f"{paths.TABLES}/", f"{paths.FIGURES}/"))]
