@@ -258,7 +258,7 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
 def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
     """A figure change reruns the jobs that draw figures and what follows them, never a model,
     dataset, score or curve job."""
-    text = (finished / "src" / "circuitloc" / "report" / "plots.py").read_text()
+    text = (finished / "src" / "circuitloc" / "report" / "figures" / "plots.py").read_text()
     name = next(n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
     planned = _planned_after_edit(finished, "circuitloc/report/figures/plots.py", lambda t: _edit_function(t, name))
     affected = _rules_running(finished, "circuitloc/report/figures/plots.py")
