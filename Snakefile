@@ -10,16 +10,16 @@ min_version("9.0")
 
 # The checkout holding this Snakefile: not the working directory (--directory), nor the caller's
 # directory when the workflow is used as a module. A Snakefile read from a URL has no local checkout:
-# the files the plan reads are fetched from beside it into a local mirror (circuitloc.plan.source),
+# the files the plan reads are fetched from beside it into a local mirror (circuitloc.plan.config.source),
 # and circuitloc must be installed.
 if workflow.current_basedir.is_local:
     sys.path.insert(0, os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "src"))
-from circuitloc.plan.source import Checkout  # noqa: E402  (no heavy imports)
+from circuitloc.plan.config.source import Checkout  # noqa: E402  (no heavy imports)
 
 CHECKOUT = Checkout(workflow)
 ROOT = CHECKOUT.root
 from circuitloc.errors import ConfigError  # noqa: E402
-from circuitloc.plan.workflow_config import prepare  # noqa: E402
+from circuitloc.plan.config.workflow_config import prepare  # noqa: E402
 
 # The embedded default always loads; every --configfile, then --config k=v, merges onto it
 # (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
@@ -31,14 +31,14 @@ except ConfigError as e:  # one line per problem, without a traceback
 
 # A toy's or GGUF model's weights file deleted or truncated inside its weights folder (which Snakemake
 # does not look into): its card is forced (rule model's input function), so a plain rerun rebuilds
-# the model (plan.weights).
-from circuitloc.plan.weights import LostWeights  # noqa: E402
+# the model (plan.jobs.weights).
+from circuitloc.plan.jobs.weights import LostWeights  # noqa: E402
 
 LOST_WEIGHTS = LostWeights(workflow, config)
 
 # The report opens on the run's answer once the run has written it (rule landing), else on the
 # workflow's description.
-from circuitloc.plan.report import report_text  # noqa: E402
+from circuitloc.plan.hooks.html_report import report_text  # noqa: E402
 
 
 report: report_text(ROOT)
@@ -58,11 +58,11 @@ include: "rules/cost.smk"
 include: "rules/report.smk"
 
 
-# onstart, onsuccess, onerror (plan.handlers): what the run says when it starts and how it ends,
+# onstart, onsuccess, onerror (plan.hooks.handlers): what the run says when it starts and how it ends,
 # and the DAG record the cost table reads. Snakemake runs them for the main Snakefile only; used as a
 # module (`use rule * from circuitloc`), they run before the caller's own (a caller's handler defined
 # after its `use rule` replaces them: it may call circuitloc's in turn, see docs/configuration.md).
-from circuitloc.plan.handlers import Handlers  # noqa: E402
+from circuitloc.plan.hooks.handlers import Handlers  # noqa: E402
 
 HANDLERS = Handlers(workflow, config, DAG_RECORD, targets.REPORT)
 
@@ -80,7 +80,7 @@ onerror:
 
 
 if not workflow.modifier.is_main_snakefile():
-    from circuitloc.plan.dag import chain_handlers  # noqa: E402
+    from circuitloc.plan.hooks.dag import chain_handlers  # noqa: E402
 
     chain_handlers(workflow, start=HANDLERS.start, success=HANDLERS.success, error=HANDLERS.error)
 

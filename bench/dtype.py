@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from circuitloc.report.cost import read_benchmark
+from circuitloc.report.tables.cost import read_benchmark
 from circuitloc.stats import agreement
 
 

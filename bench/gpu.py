@@ -180,7 +180,7 @@ def measure(name: str, shape: tuple, args, scratch: Path) -> tuple[dict, list[di
     layers = sorted({0, L // 2, L - 1}) if args.scan_layers is None else args.scan_layers
     sets = [{}] + [{layer: [h]} for layer in layers for h in range(H)]
     n, width = prompts.input_ids.shape
-    per_fwd = forward_flops(decoder_layers(aj.model.base_model), aj.model.config, n, width)
+    per_fwd = forward_flops(decoder_layers(aj.model.base_model, type(aj.model).__name__), aj.model.config, n, width)
     ld = {"ld": metric}
     records = []
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # what workflow/scripts/tables.py and figures.py do before reading their inputs
 JOB = ("import sys; sys.path.insert(0, {src!r})\n"
        "from circuitloc.runner import setup; setup()\n"
-       "import circuitloc.report.writers, circuitloc.report.figures, circuitloc.report.tables\n"
+       "import circuitloc.report.tables.writers, circuitloc.report.figures.draw, circuitloc.report.tables.localization\n"
        "print('torch' in sys.modules)")
 
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from circuitloc import stats  # noqa: E402  (after the path insert)
-from circuitloc.report.verdicts import verdict, verdict_key  # noqa: E402
+from circuitloc.report.sweep.verdicts import verdict, verdict_key  # noqa: E402
 
 K, ALPHA, H_MEAN, H_SD = 9, 0.05, 6.0, 1.5
 SEEDS, RUNS, BOOT, FRESH, MAX_EFFECT, SEED = (10, 30), 40, 200, 200, 1.5, 61

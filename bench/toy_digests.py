@@ -41,7 +41,7 @@ def spec_of(config: str, model: str, steps: int | None) -> dict:
     """The toy block of `model` in `config` (layered on the default, as a run resolves it), with
     `steps` steps, no logs and checks that never refuse (a short training fails them)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
 
     toy = dict(resolve(layered(ROOT, {}, [str(ROOT / config)]), ROOT)["models"][model]["toy"])
     if steps is not None:

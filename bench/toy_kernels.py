@@ -52,7 +52,7 @@ def worker(model: str, config: str, steps: int, out: Path) -> None:
 
     from circuitloc.models.toy.recipe import resolve_spec
     from circuitloc.models.toy.training import fit, prepare
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
 
     models = resolve(layered(ROOT, {}, [config]), ROOT)["models"]
     s = resolve_spec({**models[model]["toy"], "steps": steps, "log_every": 0, "eval_every": 0})

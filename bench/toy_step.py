@@ -117,7 +117,7 @@ def main(argv=None):
     if args.steps <= args.warmup:
         sys.exit("bench/toy_step.py: --steps must exceed --warmup")
     sys.path.insert(0, str(ROOT / "src"))
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
 
     models = resolve(layered(ROOT, {}, [args.config]), ROOT)["models"]  # a sweep's toys too
     if args.model not in models or "toy" not in models[args.model]:

@@ -1,5 +1,5 @@
 # One job per model runs every ablation of the model (or one per ablation with `group_ablations:
-# false`; circuitloc.plan.groups), one file per ablation.
+# false`; circuitloc.plan.jobs.groups), one file per ablation.
 for _ablations, _models in groups.specificity_groups(config):
 
     rule:
@@ -44,15 +44,15 @@ rule specificity_table:
     input:
         [paths.SPECIFICITY.format(model=m, ablation=a) for m in MODELS for a in views.model_ablations(config, m)],
     output:
-        csv="results/tables/specificity.csv",
+        csv=paths.file(paths.SPECIFICITY_TABLE, "csv"),
         html=report(
-            "results/tables/specificity.html",
+            paths.file(paths.SPECIFICITY_TABLE, "html"),
             caption="../report/specificity.rst",
             category="all tasks",
             subcategory="beyond the paper",
             labels={"output": "Specificity table", "task": "all", "ablation": "all"},
         ),
-        md="results/tables/specificity.md",
+        md=paths.file(paths.SPECIFICITY_TABLE, "md"),
     log:
         paths.log("tables/specificity"),
     benchmark:
@@ -72,9 +72,9 @@ rule stability:
         cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task)],
         files=lambda wc: targets.stability_files(config, wc.task),
     output:
-        csv="results/tables/stability_{task}.csv",
+        csv=paths.file(paths.STABILITY_TABLE, "csv"),
         html=report(
-            "results/tables/stability_{task}.html",
+            paths.file(paths.STABILITY_TABLE, "html"),
             caption="../report/stability.rst",
             category="{task}",
             subcategory="beyond the paper",
@@ -82,15 +82,15 @@ rule stability:
             # with two values a toggle and find neither item under the other value (a blank page)
             labels={"output": "Stability table (every ablation)", "task": "{task}"},
         ),
-        md="results/tables/stability_{task}.md",
+        md=paths.file(paths.STABILITY_TABLE, "md"),
         png=report(
-            "results/figures/stability_{task}.png",
+            paths.file(paths.STABILITY_FIGURE, "png"),
             caption="../report/stability_figure.rst",
             category="{task}",
             subcategory="beyond the paper",
             labels={"output": f"Stability figure ({ABLATIONS[0]})", "task": "{task}"},
         ),
-        pdf="results/figures/stability_{task}.pdf",
+        pdf=paths.file(paths.STABILITY_FIGURE, "pdf"),
     log:
         paths.log("tables/stability_{task}"),
     benchmark:
@@ -111,15 +111,15 @@ rule robustness:
     input:
         [paths.TABLE1.format(task=t, ablation=a) for t, a in targets.table_pairs(config)],
     output:
-        csv="results/tables/robustness.csv",
+        csv=paths.file(paths.ROBUSTNESS_TABLE, "csv"),
         html=report(
-            "results/tables/robustness.html",
+            paths.file(paths.ROBUSTNESS_TABLE, "html"),
             caption="../report/robustness.rst",
             category="all tasks",
             subcategory="beyond the paper",
             labels={"output": "Robustness table", "task": "all", "ablation": "all"},
         ),
-        md="results/tables/robustness.md",
+        md=paths.file(paths.ROBUSTNESS_TABLE, "md"),
     log:
         paths.log("tables/robustness"),
     benchmark:

@@ -3,16 +3,18 @@
 # run makes and what each table reads; groups for how score and curve jobs are cut, named, ordered
 # and resourced; inputs for the files no job writes and the code hash); the rules call them with
 # this run's `config`. Nothing here changes the config.
-from circuitloc.plan import groups, inputs, paths, targets, views  # noqa: E402  (no heavy imports)
-from circuitloc.plan.sweep import META as SWEEP_META  # noqa: E402
-from circuitloc.plan import registry  # noqa: E402
+from circuitloc.plan import paths  # noqa: E402  (no heavy imports)
+from circuitloc.plan.config import views  # noqa: E402
+from circuitloc.plan.config.sweep_toys import META as SWEEP_META  # noqa: E402
+from circuitloc.plan.jobs import groups, inputs, targets  # noqa: E402
+from circuitloc.plan.vocabulary import catalog as registry  # noqa: E402
 
 MODELS = views.models(config)
 TASKS = views.tasks(config)
 ABLATIONS = views.ablations(config)
 SWEEP_MODELS = views.sweep_models(config)
 # one score rule and one curve rule per list of ablations that models share; with group_stages, one
-# rule per list of tasks and ablations whose models run all their stages in one job (plan.groups)
+# rule per list of tasks and ablations whose models run all their stages in one job (plan.jobs.groups)
 ABLATION_GROUPS = groups.ablation_groups(config)
 STAGE_GROUPS = groups.stage_groups(config)
 # the DAG of the run that makes the cost table, as its cost job reads it (the Snakefile's onstart)
@@ -20,7 +22,7 @@ DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 
 
 # Code is a rerun trigger: each script rule has `code=code_version("<script>")` among its params
-# (circuitloc.plan.codehash), so a change to the code a job runs reruns it and what follows.
+# (circuitloc.plan.jobs.codehash), so a change to the code a job runs reruns it and what follows.
 def code_version(script):
     CHECKOUT.fetch(f"workflow/scripts/{script}")  # a remote Snakefile's script: hashed from its fetched text
     return inputs.code_version(ROOT, script)
@@ -39,12 +41,12 @@ def torch_params():
 
 
 def job_resources(stage, per_model=True):
-    """A rule's `resources:` (**job_resources(stage)), estimated from the config (plan.resources)."""
+    """A rule's `resources:` (**job_resources(stage)), estimated from the config (plan.jobs.resources)."""
     return groups.job_resources(config, stage, per_model)
 
 
 def job_priority(stage, group_models=()):
-    """A rule's `priority:`: long jobs first, so 2 cores stay busy to the end (plan.groups)."""
+    """A rule's `priority:`: long jobs first, so 2 cores stay busy to the end (plan.jobs.groups)."""
     return groups.job_priority(config, stage, group_models)
 
 
@@ -55,7 +57,7 @@ def table_outputs(name, ablations, label):
     def page(a):  # (a line here that starts with `report(` would read as the report directive)
         labels = {"output": label, "task": "{task}", "ablation": a}
         return report(
-            f"results/tables/{name}_{{task}}_{a}.html",
+            paths.file(paths.PER_TASK_TABLES[name], "html", ablation=a),
             caption=f"../report/{name}.rst",
             category="{task}",
             subcategory=f"{a} ablation",
@@ -63,9 +65,9 @@ def table_outputs(name, ablations, label):
         )
 
     return {
-        name: [f"results/tables/{name}_{{task}}_{a}.csv" for a in ablations],
+        name: [paths.file(paths.PER_TASK_TABLES[name], "csv", ablation=a) for a in ablations],
         f"{name}_html": [page(a) for a in ablations],
-        f"{name}_md": [f"results/tables/{name}_{{task}}_{a}.md" for a in ablations],
+        f"{name}_md": [paths.file(paths.PER_TASK_TABLES[name], "md", ablation=a) for a in ablations],
     }
 
 

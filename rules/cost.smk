@@ -1,6 +1,6 @@
 # The cost record: every job that runs a script writes a Snakemake benchmark file
 # (results/benchmarks/<rule>/<wildcards>.tsv); this sums those of every job of Snakemake's own DAG
-# (recorded when the run starts: onstart in the Snakefile, circuitloc.plan.dag.record_dag) per stage and
+# (recorded when the run starts: onstart in the Snakefile, circuitloc.plan.hooks.dag.record_dag) per stage and
 # per model into results/tables/cost.csv and cost.md, which the report shows. It runs after every
 # other target of the run. Its own benchmark and the report's run are not in the table.
 
@@ -9,15 +9,15 @@ rule cost:
     input:
         targets.cost_inputs(config),
     output:
-        csv="results/tables/cost.csv",
+        csv=paths.file(paths.COST_TABLE, "csv"),
         html=report(
-            "results/tables/cost.html",
+            paths.file(paths.COST_TABLE, "html"),
             caption="../report/cost.rst",
             category="all tasks",
             subcategory="cost of the run",
             labels={"output": "Cost table", "task": "all", "ablation": "all"},
         ),
-        md="results/tables/cost.md",
+        md=paths.file(paths.COST_TABLE, "md"),
     log:
         paths.log("tables/cost"),
     benchmark:

@@ -1,12 +1,12 @@
 # One job per task draws Figures 1 and 2 of each of its ablations (a figure job is mostly importing
-# matplotlib); tasks that share one list of ablations share a rule (plan.targets.task_groups).
+# matplotlib); tasks that share one list of ablations share a rule (plan.jobs.targets.task_groups).
 for _tasks, _ablations in targets.task_groups(config):
 
     rule:
         name:
             targets.task_rule(config, "figures", _ablations)
         input:
-            # a sweep's figures show a sample of its models (figures.max_models; plan.targets.figure_models)
+            # a sweep's figures show a sample of its models (figures.max_models; plan.jobs.targets.figure_models)
             unpack(
                 targets.per_ablation_inputs(
                     config,
@@ -18,7 +18,7 @@ for _tasks, _ablations in targets.task_groups(config):
         output:
             fig1=[
                 report(
-                    f"results/figures/fig1_heatmap_{{task}}_{a}.png",
+                    paths.file(paths.FIG1, "png", ablation=a),
                     caption="../report/fig1_heatmap.rst",
                     category="{task}",
                     subcategory=f"{a} ablation",
@@ -26,10 +26,10 @@ for _tasks, _ablations in targets.task_groups(config):
                 )
                 for a in _ablations
             ],
-            fig1_pdf=[f"results/figures/fig1_heatmap_{{task}}_{a}.pdf" for a in _ablations],
+            fig1_pdf=[paths.file(paths.FIG1, "pdf", ablation=a) for a in _ablations],
             fig2=[
                 report(
-                    f"results/figures/fig2_curves_{{task}}_{a}.png",
+                    paths.file(paths.FIG2, "png", ablation=a),
                     caption="../report/fig2_curves.rst",
                     category="{task}",
                     subcategory=f"{a} ablation",
@@ -37,7 +37,7 @@ for _tasks, _ablations in targets.task_groups(config):
                 )
                 for a in _ablations
             ],
-            fig2_pdf=[f"results/figures/fig2_curves_{{task}}_{a}.pdf" for a in _ablations],
+            fig2_pdf=[paths.file(paths.FIG2, "pdf", ablation=a) for a in _ablations],
         log:
             paths.log("figures/figures_{task}"),
         benchmark:
@@ -66,7 +66,7 @@ rule figure_scale:
     output:
         png=[
             report(
-                f"results/figures/scale_{a}.png",
+                paths.file(paths.SCALE_FIGURE, "png", ablation=a),
                 caption="../report/scale.rst",
                 category="all tasks",
                 subcategory=f"{a} ablation",
@@ -74,7 +74,7 @@ rule figure_scale:
             )
             for a in ABLATIONS
         ],
-        pdf=[f"results/figures/scale_{a}.pdf" for a in ABLATIONS],
+        pdf=[paths.file(paths.SCALE_FIGURE, "pdf", ablation=a) for a in ABLATIONS],
     log:
         paths.log("figures/scale"),
     benchmark:

@@ -1,11 +1,11 @@
 # Models with weights of their own (toy: trained or copied here; gguf: dequantized here) declare
 # them as a directory() output, so Snakemake tracks, cleans and moves them with the card; an hf
 # model's weights stay in the Hugging Face cache (its card records the snapshot), so rule model_hf
-# writes the card only. The two rules split the models by source (plan.views.weights_pattern).
+# writes the card only. The two rules split the models by source (plan.config.views.weights_pattern).
 # The card records each weights file's size and sha256 and no timings (those are in the log and the
 # benchmark file), so a rebuild with identical weights writes identical bytes. Snakemake does not
 # look inside weights/: the plan forces the card of a model whose folder lacks a file the card lists
-# or holds one of another size (plan.weights, from the Snakefile), and a job that loads them checks
+# or holds one of another size (plan.jobs.weights, from the Snakefile), and a job that loads them checks
 # them against the card first (a corrupt file: its hint prints the user's command with a forcerun).
 rule model:
     input:

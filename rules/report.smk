@@ -1,7 +1,7 @@
 # The HTML report: every table and figure marked with report() in rules/tables.smk and
 # rules/figures.smk, with the captions in report/. It opens on the run's answer (rule landing: the
 # claims table, the headline Table 1 and figures, then report/workflow.rst). The default run builds it (rule all asks for
-# it) once every table and figure exists, by calling `snakemake --report` (circuitloc.plan.report);
+# it) once every table and figure exists, by calling `snakemake --report` (circuitloc.plan.hooks.html_report);
 # `snakemake --report results/report.html` by hand does the same after any run.
 
 
@@ -37,6 +37,6 @@ rule report:
     # not `localrules:`: a caller's `use rule * ... as x_*` renames the rule
     localrule: True
     run:
-        from circuitloc.plan.report import build_report
+        from circuitloc.plan.hooks.html_report import build_report
 
         build_report(config, ROOT, workflow.main_snakefile, output.html, log[0])

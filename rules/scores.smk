@@ -1,5 +1,5 @@
 # One job per task and model runs every ablation of the model, or one job per ablation with
-# `group_ablations: false` (circuitloc.plan.groups).
+# `group_ablations: false` (circuitloc.plan.jobs.groups).
 for _ablations, _models in ABLATION_GROUPS:
 
     rule:

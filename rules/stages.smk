@@ -1,7 +1,7 @@
 # With `group_stages: true`, one job per model builds its datasets and runs its scores and curves on
 # every task (circuitloc.engine.stages), writing the files the dataset, score and curve rules would:
 # a toy's jobs are mostly start-up, so a sweep of toys pays it once per model instead of nine times.
-# Models that share one list of tasks and one of ablations share a rule (plan.groups.stage_groups).
+# Models that share one list of tasks and one of ablations share a rule (plan.jobs.groups.stage_groups).
 for _tasks, _ablations, _models in STAGE_GROUPS:
 
     rule:

@@ -4,34 +4,34 @@ rule sweep_tables:
         cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
         layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
-        csv="results/tables/sweep_{task}_{ablation}.csv",
+        csv=paths.file(paths.SWEEP_TABLE, "csv"),
         html=report(
-            "results/tables/sweep_{task}_{ablation}.html",
+            paths.file(paths.SWEEP_TABLE, "html"),
             caption="../report/sweep.rst",
             category="sweep",
             subcategory="{task}",
             labels={"output": "Sweep table", "task": "{task}", "ablation": "{ablation}"},
         ),
-        md="results/tables/sweep_{task}_{ablation}.md",
-        paired="results/tables/sweep_paired_{task}_{ablation}.csv",
+        md=paths.file(paths.SWEEP_TABLE, "md"),
+        paired=paths.file(paths.SWEEP_PAIRED_TABLE, "csv"),
         paired_html=report(
-            "results/tables/sweep_paired_{task}_{ablation}.html",
+            paths.file(paths.SWEEP_PAIRED_TABLE, "html"),
             caption="../report/sweep_paired.rst",
             category="sweep",
             subcategory="{task}",
             labels={"output": "Sweep paired test", "task": "{task}", "ablation": "{ablation}"},
         ),
-        paired_md="results/tables/sweep_paired_{task}_{ablation}.md",
+        paired_md=paths.file(paths.SWEEP_PAIRED_TABLE, "md"),
         # the per-model rows of the paired table, which the overview resamples for verdict_all's stability
-        models="results/tables/sweep_models_{task}_{ablation}.parquet",
+        models=paths.SWEEP_MODELS,
         png=report(
-            "results/figures/sweep_{task}_{ablation}.png",
+            paths.file(paths.SWEEP_FIGURE, "png"),
             caption="../report/sweep_figure.rst",
             category="sweep",
             subcategory="{task}",
             labels={"output": "Sweep figure", "task": "{task}", "ablation": "{ablation}"},
         ),
-        pdf="results/figures/sweep_{task}_{ablation}.pdf",
+        pdf=paths.file(paths.SWEEP_FIGURE, "pdf"),
     log:
         paths.log("tables/sweep_{task}_{ablation}"),
     benchmark:
@@ -53,18 +53,18 @@ rule sweep_tables:
 
 rule sweep_overview:
     input:
-        paired=[f"results/tables/sweep_paired_{t}_{a}.csv" for t, a in targets.sweep_pairs(config)],
+        paired=[paths.file(paths.SWEEP_PAIRED_TABLE, "csv", task=t, ablation=a) for t, a in targets.sweep_pairs(config)],
         extra=list(targets.sweep_adjust_with(config).values()),
     output:
-        csv="results/tables/sweep_overview.csv",
+        csv=paths.file(paths.SWEEP_OVERVIEW_TABLE, "csv"),
         html=report(
-            "results/tables/sweep_overview.html",
+            paths.file(paths.SWEEP_OVERVIEW_TABLE, "html"),
             caption="../report/sweep_overview.rst",
             category="sweep",
             subcategory="all tasks",
             labels={"output": "Sweep overview", "task": "all", "ablation": "all"},
         ),
-        md="results/tables/sweep_overview.md",
+        md=paths.file(paths.SWEEP_OVERVIEW_TABLE, "md"),
     log:
         paths.log("tables/sweep_overview"),
     benchmark:

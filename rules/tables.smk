@@ -1,8 +1,8 @@
 # One job per task writes Tables 1 and 2 of each of its ablations (a table job is mostly starting
 # Python); another writes each model's unit scores in MIB's node-importance form
-# (circuitloc.report.mib: one folder per task, ablation and model holding importances.json, as MIB's
+# (circuitloc.report.tables.mib: one folder per task, ablation and model holding importances.json, as MIB's
 # circuit track reads them). Tasks that share one list of ablations share a rule
-# (plan.targets.task_groups).
+# (plan.jobs.targets.task_groups).
 for _tasks, _ablations in targets.task_groups(config):
 
     rule:
@@ -71,14 +71,14 @@ rule claims:
         cards=lambda wc: [views.card(m) for m in views.models(config)],
         tables=lambda wc: list(targets.claim_inputs(config).values()),
     output:
-        csv="results/tables/claims.csv",
+        csv=paths.file(paths.CLAIMS_TABLE, "csv"),
         html=report(
-            "results/tables/claims.html",
+            paths.file(paths.CLAIMS_TABLE, "html"),
             caption="../report/claims.rst",
             category="0. the answer",
             labels={"output": "The paper's claims, checked on this run", "task": "all", "ablation": "zero-query"},
         ),
-        md="results/tables/claims.md",
+        md=paths.file(paths.CLAIMS_TABLE, "md"),
     log:
         paths.log("tables/claims"),
     benchmark:

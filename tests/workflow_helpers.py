@@ -69,7 +69,7 @@ TEST_CONFIG = ROOT / ".test" / "config.yaml"
 
 def resolve_over_test_config(layer):
     """The config a run of `.test/config.yaml` plus the overlay `layer` (a dict) would plan with."""
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
 
     return resolve(layered(ROOT, {}, [TEST_CONFIG], layer), ROOT)
 

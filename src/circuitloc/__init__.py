@@ -2,7 +2,7 @@
 
 The Python API (docs/api.md) is imported on first use (`circuitloc.Run`, ...): `import circuitloc`
 itself loads no torch, polars or engine, so the workflow's plan stays light. It is imported by name
-(importlib), so the code hash of a job (plan.codehash, which follows import statements) does not take
+(importlib), so the code hash of a job (plan.jobs.codehash, which follows import statements) does not take
 in the API and every module it imports."""
 
 import importlib

@@ -121,7 +121,7 @@ def rebuild_hint(path) -> str:
     """The command that rebuilds an artifact of this run and exactly what depends on it. A deleted or
     rewritten intermediate is not enough: Snakemake plans nothing for a missing file whose
     consumers' outputs exist, and reruns the consumers (not the writer) of a rewritten one. The
-    user's own command with `--forcerun path` added where the run recorded it (circuitloc.plan.command:
+    user's own command with `--forcerun path` added where the run recorded it (circuitloc.plan.hooks.command:
     its program as typed, config files, directory); else the plain form: a job runs in the run's
     directory, and one without a Snakefile was started with `--directory`, which the command then
     needs too (the artifact's path is relative to it)."""

@@ -1,4 +1,4 @@
-"""The user's command as the run recorded it (circuitloc.plan.command.record, while the run is
+"""The user's command as the run recorded it (circuitloc.plan.hooks.command.record, while the run is
 planned, in environment variables the jobs inherit), read back by a job's recovery hint: the same
 program as typed, cores, config files, directory and options, with a forcerun added. Standard
 library only."""

@@ -383,8 +383,8 @@ def test_the_ladder_overlay_validates_and_its_parts_are_in_order():
     import re
     from pathlib import Path
 
-    from circuitloc.plan.configload import effective_config
-    from circuitloc.plan.workflow_config import resolve
+    from circuitloc.plan.config.configload import effective_config
+    from circuitloc.plan.config.workflow_config import resolve
 
     root = Path(__file__).resolve().parents[2]
     cfg = resolve(effective_config(root / "config" / "config.yaml", [root / "config" / "ladder.yaml"]), root)

@@ -112,7 +112,7 @@ def test_a_missing_weights_file_is_named(own_copy):
 
 def test_each_source_says_how_to_get_its_weights_back(tmp_path, monkeypatch):
     """toy/gguf: a missing or cut file is rebuilt by rerunning the user's command (the plan sees it:
-    plan.weights); a corrupt one of the right size by a forcerun of the card (Snakemake does not look
+    plan.jobs.weights); a corrupt one of the right size by a forcerun of the card (Snakemake does not look
     inside a directory() output); a hub snapshot: fetch it again at the card's commit."""
     from circuitloc import usercommand
 

@@ -7,7 +7,7 @@ kept (the spec's `shared`, built by `shared_dataset`)."""
 
 from __future__ import annotations
 
-from circuitloc.plan.vocab import TaskSpec
+from circuitloc.plan.vocabulary.vocab import TaskSpec
 
 SPEC = TaskSpec("echo", __name__, ("echo_ld",), True, ("next_id", "prev_id"), align=("length",),
                 shared="echo_shared")

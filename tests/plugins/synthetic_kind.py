@@ -5,7 +5,7 @@ the prompt's alignment (mean ablation with no aligned groups)."""
 
 from __future__ import annotations
 
-from circuitloc.plan.vocab import KindSpec
+from circuitloc.plan.vocabulary.vocab import KindSpec
 
 KIND = KindSpec("pooled", f"{__name__}:pooled_mean")
 

@@ -5,7 +5,7 @@ first time minus that of the word before it (higher is better, 0 when the model 
 
 from __future__ import annotations
 
-from circuitloc.plan.vocab import Split, TaskSpec
+from circuitloc.plan.vocabulary.vocab import Split, TaskSpec
 
 SPEC = TaskSpec(
     "recall", __name__, ("recall_ld",), True, ("next_id", "prev_id"), align=("length",),

@@ -7,7 +7,7 @@ import pytest
 from helpers import model_card
 
 from circuitloc.metrics import specificity_verdict
-from circuitloc.report.analysis import compare, robustness, stability_rows, unit_drops
+from circuitloc.report.tables.analysis import compare, robustness, stability_rows, unit_drops
 
 
 def _by_key(df: pl.DataFrame) -> dict:
@@ -121,7 +121,7 @@ def test_robustness_layer_rows_need_both_models_and_no_task_behaviour_enters_no_
 
 
 def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
-    from circuitloc.report.tables import table2
+    from circuitloc.report.tables.localization import table2
 
     def curve(clean, top):
         return pl.DataFrame([{"method": "ranked", "step": 1, "unit": "L1", "layer": 1, "head": 0, "ld": top,
@@ -139,7 +139,7 @@ def test_table2_leaves_the_sign_flip_of_a_model_without_task_behaviour_empty():
 
 def test_heatmap_and_table1_accept_layer_units():
     from circuitloc.engine.ablation import units
-    from circuitloc.report.plots import heatmaps
+    from circuitloc.report.figures.plots import heatmaps
 
     card = model_card(n_layers=3, n_heads=4, n_kv_heads=2)
     rows = units(card, "layer")

@@ -6,8 +6,8 @@ import pytest
 
 from helpers import model_card
 
-from circuitloc.report import claims
-from circuitloc.report import claims_pairing
+from circuitloc.report.claims import judge as claims
+from circuitloc.report.claims import pairing as claims_pairing
 
 
 def card(name, attention, family, n_params=10**8, source="gguf", n_layers=12):
@@ -106,7 +106,7 @@ def _control_runs(true_pcts, runs=200, n=60, seed=0):
     import numpy as np
 
     from circuitloc import stats
-    from circuitloc.report.tables import _control_max_interval
+    from circuitloc.report.tables.localization import _control_max_interval
 
     rng = np.random.default_rng(seed)
     out = []

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from circuitloc.engine import ablation
-from circuitloc.report.tables import table1, table2
+from circuitloc.report.tables.localization import table1, table2
 from circuitloc.stats import Bootstrap, span_interval
 from helpers import model_card
 

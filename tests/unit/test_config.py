@@ -50,12 +50,12 @@ def test_given_values_are_kept():
     assert cfg["bootstrap"] == {"n": 200, "ci": 0.95}
 
 
-# ---- Layers: the default, --configfile overlays, --config k=v (circuitloc.plan.configload) -------------
+# ---- Layers: the default, --configfile overlays, --config k=v (circuitloc.plan.config.configload) -------------
 
 import pytest  # noqa: E402
 
 from circuitloc.errors import ConfigError  # noqa: E402
-from circuitloc.plan.configload import cli_values, effective_config, merge, unknown_keys  # noqa: E402
+from circuitloc.plan.config.configload import cli_values, effective_config, merge, unknown_keys  # noqa: E402
 
 DEFAULT = ROOT / "config" / "config.yaml"
 

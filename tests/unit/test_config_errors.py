@@ -9,7 +9,7 @@ import yaml
 from workflow_helpers import TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc import runner
-from circuitloc.plan import views
+from circuitloc.plan.config import views
 
 _resolve, _error = resolve_over_test_config, config_error
 
@@ -124,7 +124,7 @@ def test_a_size_error_names_the_key_the_user_wrote_not_a_models_default_override
     # the embedded default's toys override ioi.n_score (60): the user's own n_score = 20 > n = 10 is
     # what the error names
     from circuitloc.errors import ConfigError
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
     from workflow_helpers import ROOT
 
     with pytest.raises(ConfigError) as e:
@@ -140,7 +140,7 @@ def test_a_size_error_from_n_alone_names_n_and_where_the_conflicting_n_score_com
     # the user writes only n (with a run-wide n_score that fits it); the embedded default's toy_mha
     # overrides ioi.n_score (60): the error names the n the user wrote and says whose n_score it meets
     from circuitloc.errors import ConfigError
-    from circuitloc.plan.workflow_config import layered, provenance, resolve
+    from circuitloc.plan.config.workflow_config import layered, provenance, resolve
     from workflow_helpers import ROOT
 
     layers = (ROOT, {}, [], {"tasks": {"ioi": {"n": n, "n_score": 5}}})
@@ -153,7 +153,7 @@ def test_a_size_error_from_n_alone_names_n_and_where_the_conflicting_n_score_com
 
 def test_a_size_error_from_n_alone_against_the_default_run_wide_n_score_says_so():
     from circuitloc.errors import ConfigError
-    from circuitloc.plan.workflow_config import layered, provenance, resolve
+    from circuitloc.plan.config.workflow_config import layered, provenance, resolve
     from workflow_helpers import ROOT
 
     layers = (ROOT, {}, [], {"tasks": {"ioi": {"n": 10}}})
@@ -171,7 +171,7 @@ def test_a_ranked_stop_below_the_threshold_is_refused_naming_both_keys():
 
 @pytest.mark.parametrize("key", ["greedy_stop_damage", "ranked_stop_damage"])
 def test_every_early_stop_below_the_threshold_is_refused_run_wide_and_per_model(key):
-    """One check for every stop key (plan.checks.STOP_KEYS): the greedy search's stop at 0.3 changes 13
+    """One check for every stop key (plan.config.checks.STOP_KEYS): the greedy search's stop at 0.3 changes 13
     of the tiny run's 15 greedy heads-to-80% cells, so it is refused like the ranked one, run-wide, in
     a model's own curves, and against a model's own threshold; at the threshold it is accepted."""
     why = "a curve stopped there could miss its heads-to-threshold"

@@ -9,8 +9,8 @@ import yaml
 from workflow_helpers import ROOT, TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import views
-from circuitloc.plan.configload import load_layer
+from circuitloc.plan.config import views
+from circuitloc.plan.config.configload import load_layer
 
 _resolve, _error = resolve_over_test_config, config_error
 

@@ -1,5 +1,5 @@
 """The cost record: every job that runs a script writes Snakemake's benchmark file, and rule cost sums
-them per stage and per model (circuitloc.report.cost) into results/tables/cost.csv / cost.md (the
+them per stage and per model (circuitloc.report.tables.cost) into results/tables/cost.csv / cost.md (the
 cost job in Snakemake's plan: workflow/test_cost_snakemake.py)."""
 
 import re
@@ -9,7 +9,7 @@ import pytest
 from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 from workflow_helpers import ROOT
 
-from circuitloc.report.cost import (
+from circuitloc.report.tables.cost import (
     ALL,
     SHARED,
     cost_table,
@@ -108,7 +108,7 @@ def test_the_recorded_dag_gives_each_jobs_stage_model_and_benchmark(tmp_path):
     file is reported, not read."""
     from types import SimpleNamespace
 
-    from circuitloc.plan.dag import dag_jobs, record_dag
+    from circuitloc.plan.hooks.dag import dag_jobs, record_dag
 
     def job(rule, bench, **wc):
         if bench:

@@ -143,7 +143,7 @@ def test_table1_says_where_the_damage_interval_was_widened_or_may_under_cover():
     from helpers import model_card
     from test_conditioning import _frames
 
-    from circuitloc.report.tables import table1
+    from circuitloc.report.tables.localization import table1
 
     frames = {}
     cases = {"both": ("widened", True), "skewed": ("widened", False), "few": ("fieller", True),

@@ -288,7 +288,7 @@ def test_the_test_folders_hold_as_many_files_as_the_docs_say():
 def test_the_shipped_task_recipe_names_each_file_a_task_touches():
     """The row 'a task, shipped' counts the files it names; each names every built-in task (a new
     one goes beside them there), and so does no report caption it leaves out."""
-    from circuitloc.plan import builtin_tasks
+    from circuitloc.plan.vocabulary import builtin_tasks
 
     cells = _row("a task, shipped")
     files = [t for t in INLINE_CODE.findall(cells[2]) if "/" in t and t.endswith((".py", ".yaml", ".rst"))]

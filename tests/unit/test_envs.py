@@ -359,7 +359,7 @@ def test_report_env_has_what_the_table_and_figure_scripts_import():
     import sys
     from importlib.metadata import packages_distributions
 
-    from circuitloc.plan.codehash import closure
+    from circuitloc.plan.jobs.codehash import closure
 
     dists = packages_distributions()
     env, _ = _env_packages("report.yaml")

@@ -6,7 +6,7 @@ import pytest
 from workflow_helpers import config_error
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan.configload import load_layer
+from circuitloc.plan.config.configload import load_layer
 
 BAD_INDENT = """\
 models:
@@ -53,7 +53,7 @@ def test_no_did_you_mean_for_a_name_like_no_task():
 def test_the_configload_command_checks_a_configfile_snakemake_would_parse_first(tmp_path, capsys):
     """Snakemake parses `--configfile` before the workflow loads (its message names no file): the
     command prints this workflow's line for it, and nothing for a file that parses."""
-    from circuitloc.plan.configload import main
+    from circuitloc.plan.config.configload import main
 
     bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
     bad.write_text(BAD_INDENT)

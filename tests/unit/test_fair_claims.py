@@ -14,10 +14,10 @@ from circuitloc.engine.ablation import Baseline, Probe, control_pool, random_con
 from circuitloc.engine.scan import Scanner
 from circuitloc.engine.sufficiency import sufficiency_curve
 from circuitloc.prompts import Prompts
-from circuitloc.report import claims
-from circuitloc.report.analysis import top_freqs
-from circuitloc.report.sweep import per_model
-from circuitloc.report.tables import table2
+from circuitloc.report.claims import judge as claims
+from circuitloc.report.tables.analysis import top_freqs
+from circuitloc.report.sweep.summary import per_model
+from circuitloc.report.tables.localization import table2
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.registry import TASKS
 from circuitloc.units import Unit
@@ -85,7 +85,7 @@ def test_holds_under_says_no_for_opposite_directions():
     would call them the same: holds_under compares measure and direction, so it says 'zero only'."""
     from test_sweep import _paired_row
 
-    from circuitloc.report.verdicts import overview
+    from circuitloc.report.sweep.verdicts import overview
 
     zero = _paired_row("small", 5.0, 0.001, 0.4, 0.5, wins=5, losses=4)
     mean = _paired_row("small", 1.0, 0.4, 0.001, 0.5, wins=0, losses=10)

@@ -18,7 +18,7 @@ from circuitloc.engine.job import read_ranked
 from circuitloc.engine.scan import Scanner
 from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
 from circuitloc.errors import ArtifactError, NonFiniteError
-from circuitloc.plan.console import explain_failures, last_error_line
+from circuitloc.plan.hooks.console import explain_failures, last_error_line
 from circuitloc.stats import Bootstrap
 
 BOOT = Bootstrap(20, 0, 0.95)
@@ -254,7 +254,7 @@ def test_a_run_that_ends_through_no_handler_still_says_the_disk_is_full(tmp_path
     import shutil
     import types
 
-    from circuitloc.plan.handlers import Handlers
+    from circuitloc.plan.hooks.handlers import Handlers
 
     smk_log = tmp_path / "snakemake.log"
     smk_log.write_text("WorkflowError:\nError recording metadata for finished job ([Errno 28] No space left on "

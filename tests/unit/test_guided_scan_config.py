@@ -7,8 +7,8 @@ import yaml
 from workflow_helpers import TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc.engine.settings import ScoreSettings
-from circuitloc.plan import views
-from circuitloc.plan.checks import min_audit
+from circuitloc.plan.config import views
+from circuitloc.plan.config.checks import min_audit
 
 
 def with_model_scores(block: dict) -> dict:

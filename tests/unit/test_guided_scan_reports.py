@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 from helpers import model_card
 
-from circuitloc.report import plots
-from circuitloc.report.analysis import shared_stability_row
-from circuitloc.report.jobs import TableJob
-from circuitloc.report.mib import node_importances
-from circuitloc.report.paper_tables import table1_form, table2_form
-from circuitloc.report.tables import table1, table2
+from circuitloc.report.figures import plots
+from circuitloc.report.tables.analysis import shared_stability_row
+from circuitloc.report.records import TableJob
+from circuitloc.report.tables.mib import node_importances
+from circuitloc.report.tables.paper import table1_form, table2_form
+from circuitloc.report.tables.localization import table1, table2
 
 CARD = model_card(family="f", attention="gqa", n_params=1000, n_layers=1, n_heads=4)
 
@@ -99,7 +99,7 @@ def test_the_stability_table_says_when_it_compares_only_the_exactly_scored_units
     from helpers import model_card as card_of
 
     from circuitloc import io
-    from circuitloc.report.writers import write_stability
+    from circuitloc.report.tables.writers import write_stability
 
     n = 8
     order = np.array(["ABBA", "BABA"] * (n // 2))

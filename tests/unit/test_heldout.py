@@ -14,7 +14,7 @@ from circuitloc import io
 from circuitloc.engine import pipeline
 from circuitloc.engine.settings import CurveFiles, CurveSettings, JobSettings, ScoreFiles
 from circuitloc.errors import DatasetError
-from circuitloc.report.tables import table1, table2
+from circuitloc.report.tables.localization import table1, table2
 from circuitloc.tasks import facts
 from circuitloc.tasks.common import curve_rows, mark_scoring
 from circuitloc.tasks.registry import floor_value, task_of

@@ -5,7 +5,7 @@ run: workflow/test_hf_names_snakemake.py)."""
 import pytest
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import hub
+from circuitloc.plan.config import hub
 
 CANDIDATES = ["gpt2", "EleutherAI/pythia-160m", "Qwen/Qwen2.5-0.5B", "pythia_1.4b", "_x", "x_", "a.b-c_d",
               ".repo", "repo.", "-repo", "repo-", "foo--bar", "foo..bar", "foo.git", "a/b/c", "/abs", "a/", "/a",

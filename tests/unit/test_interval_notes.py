@@ -9,11 +9,11 @@ from helpers import model_card
 from test_conditioning import _frames
 
 from circuitloc import intervals, io
-from circuitloc.report import claims
-from circuitloc.report.landing import landing
-from circuitloc.report.paper_tables import table1_form
-from circuitloc.report.readme import fill
-from circuitloc.report.tables import table1, write_table
+from circuitloc.report.claims import judge as claims
+from circuitloc.report.pages.landing import landing
+from circuitloc.report.tables.paper import table1_form
+from circuitloc.report.pages.readme import fill
+from circuitloc.report.tables.localization import table1, write_table
 
 CARDS = {"pm": model_card(name="pm", attention="mha", family="pythia", n_params=10**8, source="gguf"),
          "qg": model_card(name="qg", attention="gqa", family="qwen", n_params=10**8, source="gguf")}

@@ -77,7 +77,7 @@ def test_two_saves_of_a_figure_are_byte_identical(tmp_path, suffix):
 
 @pytest.fixture
 def no_command(monkeypatch):
-    """No command recorded, and none left behind: plan.command.record sets the process's environment,
+    """No command recorded, and none left behind: plan.hooks.command.record sets the process's environment,
     which the later tests of this worker (and the Snakemake runs they start) would inherit."""
     from circuitloc import usercommand
 
@@ -92,7 +92,7 @@ def test_the_recovery_hints_print_the_users_own_command(no_command, tmp_path, mo
     from helpers import model_card
 
     from circuitloc.models.load import _restore_hint
-    from circuitloc.plan import command
+    from circuitloc.plan.hooks import command
 
     monkeypatch.chdir(tmp_path)
     argv = [".venv/bin/snakemake", "--cores", "4", "--configfile", "my config.yaml", "--directory", "runs/a"]
@@ -118,7 +118,7 @@ def test_the_program_is_recorded_as_typed(no_command, tmp_path, monkeypatch, how
     (not on the PATH); `python -m snakemake` with this interpreter."""
     import sys
 
-    from circuitloc.plan import command
+    from circuitloc.plan.hooks import command
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

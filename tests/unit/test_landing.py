@@ -1,4 +1,4 @@
-"""The report's first page (circuitloc.report.landing): its tables are text, never markup, and the
+"""The report's first page (circuitloc.report.pages.landing): its tables are text, never markup, and the
 page renders as reStructuredText without a warning; the report opens on it once a run wrote it."""
 
 import os
@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from docutils.core import publish_parts
 
-from circuitloc.plan.report import report_text
-from circuitloc.report.landing import landing, rst_table
+from circuitloc.plan.hooks.html_report import report_text
+from circuitloc.report.pages.landing import landing, rst_table
 
 
 def _html(rst: str) -> str:
@@ -53,7 +53,7 @@ def test_a_figure_is_embedded_whole(tmp_path):
     comes back whole in the page."""
     import base64
 
-    from circuitloc.report.landing import Figure, figure_rst
+    from circuitloc.report.pages.landing import Figure, figure_rst
 
     png = tmp_path / "f.png"
     png.write_bytes(bytes(range(256)) * 200)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from circuitloc.plan.resources import config_size, estimate, gpus, model_dtype, unsized
-from circuitloc.plan.views import model_build_spec
+from circuitloc.plan.jobs.resources import config_size, estimate, gpus, model_dtype, unsized
+from circuitloc.plan.config.views import model_build_spec
 
 GPU = {"device": "cuda"}
 # Qwen2.5-7B's and Pythia-6.9B's config.json, the fields that size them

@@ -85,12 +85,12 @@ def test_a_card_is_frozen():
 def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path, monkeypatch):
     """A toy's or GGUF model's weights folder is a directory() output: Snakemake plans nothing when a
     file inside it goes. The plan compares each card's record (names and sizes) with its folder and
-    forces the card of a model that lost a file or holds a cut one (plan.weights); an hf model, a
+    forces the card of a model that lost a file or holds a cut one (plan.jobs.weights); an hf model, a
     model without a card and a card that does not parse are left alone."""
     from types import SimpleNamespace
 
     from circuitloc.plan import paths
-    from circuitloc.plan.weights import LostWeights, lost_weights
+    from circuitloc.plan.jobs.weights import LostWeights, lost_weights
 
     monkeypatch.chdir(tmp_path)
     config = {"models": {m: {"source": s} for m, s in (("t", "toy"), ("g", "gguf"), ("h", "hf"), ("new", "toy"))}}

@@ -3,7 +3,7 @@
 
 import polars as pl
 
-from circuitloc.report.paper_tables import table1_form, table2_form
+from circuitloc.report.tables.paper import table1_form, table2_form
 
 
 def test_table1_form():

@@ -11,8 +11,13 @@ import yaml
 from workflow_helpers import ROOT, TEST_CONFIG, resolve_over_test_config
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan import builtin_tasks, groups, inputs, registry, targets, views
-from circuitloc.plan.workflow_config import as_layer, layered, prepare, resolve
+from circuitloc.plan.vocabulary import builtin_tasks
+from circuitloc.plan.jobs import groups
+from circuitloc.plan.jobs import inputs
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.jobs import targets
+from circuitloc.plan.config import views
+from circuitloc.plan.config.workflow_config import as_layer, layered, prepare, resolve
 
 
 def _config(**layer):
@@ -42,7 +47,7 @@ def _leaving_out(model, *left_out) -> dict:
 @pytest.mark.parametrize("layer", [{}, {"tasks": {"induction": None, "facts": None}}, {"group_ablations": False},
                                    {"models": _leaving_out("tiny_gqa", "induction")}])
 def test_a_resolved_config_resolves_to_itself_as_a_layer(layer, tmp_path):
-    """What the report's `snakemake --report` reads (plan.report writes it as a config file): the
+    """What the report's `snakemake --report` reads (plan.hooks.html_report writes it as a config file): the
     run's config, as a layer on the default, plans the same run (a task the run left out stays out)."""
     cfg = _config(**layer)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(as_layer(cfg, ROOT), sort_keys=False))
@@ -270,7 +275,7 @@ def test_a_sweeps_toys_are_models_and_its_pairs_get_sweep_tables():
 
 def test_a_sweep_toy_may_not_shadow_a_configured_model():
     sweep = yaml.safe_load((ROOT / "config" / "sweep.yaml").read_text())["sweep"]
-    from circuitloc.plan.sweep import expand
+    from circuitloc.plan.config.sweep_toys import expand
 
     name = next(iter(expand(sweep)))
     cfg = layered(ROOT, {}, [ROOT / "config" / "sweep.yaml"], {"models": {name: {"source": "hf", "hf": "x/y"}}})

@@ -13,7 +13,7 @@ from circuitloc import metrics
 from circuitloc.engine.ablation import Baseline, Probe, ranked_curve, score_units, units
 from circuitloc.engine.scan import Scanner
 from circuitloc.prompts import Prompts
-from circuitloc.report.tables import table1
+from circuitloc.report.tables.localization import table1
 from circuitloc.stats import Bootstrap
 from circuitloc.tasks.registry import TASKS
 

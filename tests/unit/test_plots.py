@@ -16,7 +16,9 @@ from matplotlib.colors import to_hex
 
 from helpers import model_card
 
-from circuitloc.report import plots, scale_plots, style
+from circuitloc.report.figures import plots
+from circuitloc.report.figures import scale as scale_plots
+from circuitloc.report.figures import style
 
 TOY_MHA, TOY_GQA, SMOL = 641408, 591872, 134515008
 
@@ -168,7 +170,7 @@ def test_heatmaps_and_stability_read_only_the_columns_they_draw():
 
 
 def _sweep_frames():
-    from circuitloc.report import sweep
+    from circuitloc.report.sweep import summary as sweep
 
     rows = []
     for kv in (8, 4, 2, 1):
@@ -207,7 +209,7 @@ def test_plots_does_not_import_pandas():
 def test_sweep_aligns_sizes_by_query_heads_per_kv_head_and_draws_greedy():
     """A size of 4 query heads (KV 4, 2, 1) beside one of 8 (KV 8, 4, 2, 1): each MHA sits at '1 MHA',
     so KV 4 of the 4-head size is drawn as MHA, not as the 8-head size's GQA; a greedy panel joins."""
-    from circuitloc.report import sweep
+    from circuitloc.report.sweep import summary as sweep
 
     rows = []
     for size, kvs in (("a", (8, 4, 2, 1)), ("b", (4, 2, 1))):

@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from circuitloc.errors import ArtifactError
-from circuitloc.report.readme import fill
+from circuitloc.report.pages.readme import fill
 from workflow_helpers import ROOT
 
 

@@ -1,8 +1,8 @@
-"""Job requests from the config (circuitloc.plan.resources), against hand-worked numbers."""
+"""Job requests from the config (circuitloc.plan.jobs.resources), against hand-worked numbers."""
 
 import pytest
 
-from circuitloc.plan.resources import estimate, model_size, requested_keys
+from circuitloc.plan.jobs.resources import estimate, model_size, requested_keys
 
 CPU = {"device": "cpu"}
 GPU = {"device": "cuda"}

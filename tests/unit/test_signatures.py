@@ -1,5 +1,5 @@
 """No function in src/ takes more than six parameters: a job's settings travel as one record
-(`engine.settings.JobSettings`, `report.jobs.TableJob`, `ablation.Probe`, ...), built once, not
+(`engine.settings.JobSettings`, `report.records.TableJob`, `ablation.Probe`, ...), built once, not
 as a bundle of keywords passed through several calls, where one more setting means one more
 parameter on every function along the way. Keyword-only parameters count, and so do *args and
 **kwargs (one each: a bundle is still a bundle); self and cls do not."""

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from circuitloc import io
-from circuitloc.report.tables import to_markdown
+from circuitloc.report.tables.localization import to_markdown
 from circuitloc.tasks.common import sample_rows
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "circuitloc"

@@ -11,7 +11,8 @@ from workflow_helpers import ROOT, resolve_over_test_config
 from circuitloc.engine import stages
 from circuitloc.engine.select import engine_of
 from circuitloc.models.build import build_model
-from circuitloc.plan import groups, views
+from circuitloc.plan.jobs import groups
+from circuitloc.plan.config import views
 from circuitloc.resume import Stash
 
 pytestmark = pytest.mark.slow  # a staged rerun (pyproject's slow marker)

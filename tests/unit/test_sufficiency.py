@@ -146,7 +146,7 @@ def test_a_spread_circuit_scores_a_lower_cpr_than_a_concentrated_one():
 def test_table1_carries_cpr_and_cmd_of_the_sufficiency_rows():
     from test_planted import _as_jobs_write
 
-    from circuitloc.report.tables import table1
+    from circuitloc.report.tables.localization import table1
 
     f = [0.0] * 7 + [1.0] * 3
     scores = pl.DataFrame({"layer": [0, 0], "head": [0, 1], "unit": ["L0H0", "L0H1"], "drop": [2.0, 0.5],
@@ -170,8 +170,8 @@ def test_sweep_pairs_cpr_and_cmd_only_at_equal_unit_counts():
     from scipy import stats
     from test_sweep import _rows
 
-    from circuitloc.report.paired import paired
-    from circuitloc.report.sweep import per_model
+    from circuitloc.report.sweep.paired import paired
+    from circuitloc.report.sweep.summary import per_model
 
     spec = {(kv, s): (40.0 + s, "3", 5.0) for kv in (8, 1) for s in range(6)}
     t1, meta = _rows(spec)
@@ -192,7 +192,7 @@ def test_sweep_pairs_cpr_and_cmd_only_at_equal_unit_counts():
 
 
 def test_robustness_sides_carry_cpr_and_cmd():
-    from circuitloc.report.analysis import compare
+    from circuitloc.report.tables.analysis import compare
 
     base = {"heads_to_80": [2], "heads_to_80_bounded": [False], "n_units": [16], "top_head_pct": [30.0],
             "curve_prompts": ["all"], "curve_area": [0.6], "effective_units": [3.0]}
@@ -206,8 +206,8 @@ def test_robustness_sides_carry_cpr_and_cmd():
 # -- MIB's node-importance form ------------------------------------------------------------------
 
 def test_node_importances_are_keyed_as_mib_names_nodes(tmp_path):
-    from circuitloc.report.jobs import TableJob
-    from circuitloc.report.mib import node_importances, write_importances
+    from circuitloc.report.records import TableJob
+    from circuitloc.report.tables.mib import node_importances, write_importances
 
     card = model_card(name="toy", n_layers=2, n_heads=4, n_kv_heads=2, d_model=16, architecture="Qwen2ForCausalLM")
     scores = pl.DataFrame({"unit": ["L0G0", "L0G1", "L1G0", "L1G1"], "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],

@@ -10,9 +10,9 @@ import pytest
 from safetensors.torch import load_file
 
 from circuitloc.errors import ConfigError
-from circuitloc.plan.sweep import expand
-from circuitloc.report.paired import paired
-from circuitloc.report.sweep import per_model, summarize
+from circuitloc.plan.config.sweep_toys import expand
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.summary import per_model, summarize
 
 SWEEP = {"seeds": [0, 1, 2], "kv_heads": [8, 4, 2, 1], "sizes": {"a": {"n_layers": 2}, "b": {"n_layers": 3, "d_model": 96}},
          "recipe": {"n_heads": 8, "d_model": 64, "steps": 10, "lr": 0.005}}
@@ -130,8 +130,8 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     """MHA never reaches 80% in 16 steps ('> 16') on seeds 0-2 while GQA needs 3: three GQA wins, not
     a mean over a made-up 17. Every array the t-interval code sees is free of 16, 17 and their
     fractions 1.0, 1.0625."""
-    import circuitloc.report.paired
-    import circuitloc.report.sweep
+    import circuitloc.report.sweep.paired
+    import circuitloc.report.sweep.summary
 
     spec = {}
     for s in range(6):
@@ -140,10 +140,10 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
     t1, meta = _rows(spec)
     seen = []
 
-    real = circuitloc.report.sweep._interval
+    real = circuitloc.report.sweep.summary._interval
     spy = lambda x, ci: (seen.append(np.asarray(x, float)), real(x, ci))[1]  # noqa: E731
-    monkeypatch.setattr(circuitloc.report.sweep, "_interval", spy)  # the per-seed summaries' intervals
-    monkeypatch.setattr(circuitloc.report.paired, "_interval", spy)  # and the paired comparisons'
+    monkeypatch.setattr(circuitloc.report.sweep.summary, "_interval", spy)  # the per-seed summaries' intervals
+    monkeypatch.setattr(circuitloc.report.sweep.paired, "_interval", spy)  # and the paired comparisons'
     pm = per_model(t1, meta, {}, "ioi")
     assert pm["heads_to_80_censored"].sum() == 3 and pm["heads_to_80"].is_nan().sum() == 3
     pairs, summary = _by(paired(pm), "kv_heads"), _by(summarize(pm), "kv_heads")
@@ -167,7 +167,7 @@ def test_censored_heads_to_80_is_a_gqa_win_and_never_enters_a_t_interval(monkeyp
 def test_paired_table_holm_adjusts_each_family_on_its_own_and_keeps_the_raw_p():
     """Without greedy curves the top head is the table's one primary measure (query units) and
     ranked heads-to exploratory: Holm within each column's family, never over both."""
-    from circuitloc.report.sweep import SweepStats
+    from circuitloc.report.sweep.summary import SweepStats
     from circuitloc.stats import holm
 
     pairs = paired(_planted(effect=10))
@@ -245,9 +245,9 @@ def test_write_sweep_makes_tables_and_figure_with_censored_and_excluded_toys(tmp
     failed its checks and one without task behaviour; CSVs, markdown with the adjustment named, figure."""
     from helpers import model_card
 
-    from circuitloc.report.figures import fig_sweep
-    from circuitloc.report.jobs import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
-    from circuitloc.report.writers import write_sweep
+    from circuitloc.report.figures.draw import fig_sweep
+    from circuitloc.report.records import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
+    from circuitloc.report.tables.writers import write_sweep
 
     spec = {}
     for s in range(4):
@@ -376,7 +376,7 @@ def test_overview_adjusts_each_family_over_every_table_and_reads_the_verdict_aga
     units: top head and greedy heads-to) holds ioi's p 0.004 and 0.02: Holm x2, x1 -> 0.008, 0.02.
     The four others are exploratory: sorted 0.01, 0.3, 0.5, 0.6 -> x4, x3, x2, x1 with the running
     maximum: 0.04, 0.9, 1, 1."""
-    from circuitloc.report.verdicts import overview
+    from circuitloc.report.sweep.verdicts import overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("dh32", -3.0, 0.01, 0.3, 0.6, wins=1, losses=7)])
@@ -400,7 +400,7 @@ def test_overview_adjusts_each_family_over_every_table_and_reads_the_verdict_aga
 
 
 def _table_and_overview(pm, settings=None):
-    from circuitloc.report.verdicts import overview
+    from circuitloc.report.sweep.verdicts import overview
 
     table = paired(pm, settings)
     return table, overview({("ioi", "zero-query"): table}, settings)
@@ -408,7 +408,7 @@ def _table_and_overview(pm, settings=None):
 
 def _ranked_primary():
     """Settings whose primary family reads ranked heads-to (a sweep without greedy curves)."""
-    from circuitloc.report.sweep import Primary, SweepStats
+    from circuitloc.report.sweep.summary import Primary, SweepStats
 
     return SweepStats(primary=Primary(measures=("top_head", "heads_to_ranked")))
 
@@ -521,7 +521,7 @@ def test_the_overview_adjusts_both_facts_metrics_together(tmp_path):
     sweep.adjust_with) are one family of tests: the overview adjusts the accuracy tables' p-values
     with this run's. Holm over the 4 primary tests (top head, greedy; both runs): sorted 0.004,
     0.01, 0.02, 0.3 -> 0.016, 0.03 for the two top heads."""
-    from circuitloc.report.writers import write_sweep_overview
+    from circuitloc.report.tables.writers import write_sweep_overview
 
     a = pl.DataFrame([_paired_row("small", 5.0, 0.004, 0.02, 0.5, wins=8, losses=1)])
     b = pl.DataFrame([_paired_row("small", 3.0, 0.01, 0.3, 0.6, wins=6, losses=2)])
@@ -541,8 +541,8 @@ def test_the_primary_family_is_zero_ablation_and_the_overview_says_which_kinds_a
     exploratory tests; `verdict_by_kind` lists each kind's verdict and `holds_under` the kinds that say
     what zero says: 'zero, mean only' when resample finds no clear difference, 'every kind' when all
     agree."""
-    from circuitloc.report.sweep import Primary, SweepStats
-    from circuitloc.report.verdicts import overview
+    from circuitloc.report.sweep.summary import Primary, SweepStats
+    from circuitloc.report.sweep.verdicts import overview
 
     strong = _paired_row("small", 5.0, 0.001, 0.002, 0.5, wins=9, losses=0)
     weak = _paired_row("small", 1.0, 0.6, 0.7, 0.8, wins=4, losses=4)

@@ -1,4 +1,4 @@
-"""The stability beside each sweep verdict is that verdict's (report/stability.py), measure and
+"""The stability beside each sweep verdict is that verdict's (report/sweep/stability.py), measure and
 direction included, and bench/stability_calibration.py's simulated verdicts are the pipeline's:
 the same numbers through the paired tables and the overview give the same verdicts, and the same
 seed draws the same stability."""
@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc.report import stability
-from circuitloc.report.paired import paired
-from circuitloc.report.sweep import SweepStats, per_model
-from circuitloc.report.verdicts import overview, verdict_key
+from circuitloc.report.sweep import stability
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.summary import SweepStats, per_model
+from circuitloc.report.sweep.verdicts import overview, verdict_key
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -1,5 +1,5 @@
-"""Can the sweep's primary family say "yes" (plan/power.py, checked at plan time), the exact test at
-any number of pairs (seedtests.py), each comparison's minimum detectable effect (report/power.py),
+"""Can the sweep's primary family say "yes" (plan/config/sweep_power.py, checked at plan time), the exact test at
+any number of pairs (seedtests.py), each comparison's minimum detectable effect (report/sweep/mde.py),
 and kinds compared at one adjustment (verdicts.across_kinds)."""
 
 from itertools import product
@@ -11,11 +11,11 @@ import pytest
 
 from circuitloc import stats
 from circuitloc.errors import ConfigError
-from circuitloc.plan import power
-from circuitloc.report.paired import paired
-from circuitloc.report.power import t_mde
-from circuitloc.report.sweep import per_model
-from circuitloc.report.verdicts import overview
+from circuitloc.plan.config import sweep_power as power
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.mde import t_mde
+from circuitloc.report.sweep.summary import per_model
+from circuitloc.report.sweep.verdicts import overview
 from circuitloc.seedtests import integer_sign_flip_p
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def test_the_yes_threshold_is_where_holm_rejects_a_lone_comparisons_second_test(
 
 
 def _resolve(seeds, **sweep):
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
 
     return resolve(layered(ROOT, {}, [ROOT / "config" / "sweep_capacity.yaml"],
                            {"sweep": {"seeds": list(range(seeds)), **sweep}}), ROOT)
@@ -109,8 +109,8 @@ def test_the_plan_check_agrees_with_the_pipeline_and_the_overview_states_the_mde
     """9 comparisons, 18 primary tests; one comparison differs, every pair pointing the same way on
     both measures: at 9 seeds it gets no yes (what the plan refuses), at 10 it does; the overview
     says so (yes_reachable) and gives the minimum detectable effect; 2 tied pairs of 12 leave 10."""
-    from circuitloc.report.power import with_mde
-    from circuitloc.report.sweep import SweepStats
+    from circuitloc.report.sweep.mde import with_mde
+    from circuitloc.report.sweep.summary import SweepStats
 
     st = SweepStats()
     for seeds, ties, yes in ((9, 0, False), (10, 0, True), (12, 2, True)):

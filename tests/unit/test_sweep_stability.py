@@ -1,4 +1,4 @@
-"""Each sweep verdict's stability under resampled seeds (report/stability.py): a verdict the seeds
+"""Each sweep verdict's stability under resampled seeds (report/sweep/stability.py): a verdict the seeds
 clearly support stays, one at the significance threshold flips, and the column reaches the paired
 table and the overview."""
 
@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc.report import stability
-from circuitloc.report.paired import paired
-from circuitloc.report.sweep import per_model
+from circuitloc.report.sweep import stability
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.summary import per_model
 
 
 def _pm(diffs, seeds=12):
@@ -65,8 +65,8 @@ def test_resampling_keeps_pairs_together_and_relabels_repeats():
 def test_stability_reaches_the_paired_table_and_the_overview(tmp_path, monkeypatch):
     from helpers import model_card
 
-    from circuitloc.report.jobs import SweepInputs, SweepStats, TableFiles, TableJob
-    from circuitloc.report.writers import write_sweep, write_sweep_overview
+    from circuitloc.report.records import SweepInputs, SweepStats, TableFiles, TableJob
+    from circuitloc.report.tables.writers import write_sweep, write_sweep_overview
 
     monkeypatch.setattr(stability, "PRIMARY_RESAMPLES", 40)
     pm = _pm(20 + np.random.default_rng(1).normal(0, 2, 12))
@@ -99,7 +99,7 @@ def test_a_parameter_matched_size_is_tested_against_its_twin_seed_by_seed():
     on the planted numbers; the plain row has no twin."""
     import scipy.stats
 
-    from circuitloc.report.capacity import vs_twin
+    from circuitloc.report.sweep.capacity import vs_twin
 
     rng = np.random.default_rng(3)
     plain = 40 + rng.normal(0, 8, 8)

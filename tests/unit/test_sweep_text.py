@@ -1,4 +1,4 @@
-"""The sweep's README paragraph and docs table are written from its overview (report/sweep_text.py):
+"""The sweep's README paragraph and docs table are written from its overview (report/sweep/text.py):
 comparisons are counted as comparisons, significance as significance, and each percentage comes with
 its clean baseline."""
 
@@ -7,8 +7,9 @@ import pytest
 from test_sweep import _paired_row
 
 from circuitloc.errors import ArtifactError
-from circuitloc.report import stability, sweep_text
-from circuitloc.report.verdicts import overview
+from circuitloc.report.sweep import stability
+from circuitloc.report.sweep import text as sweep_text
+from circuitloc.report.sweep.verdicts import overview
 
 
 def _overview():

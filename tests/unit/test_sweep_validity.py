@@ -10,10 +10,10 @@ import pytest
 
 from circuitloc import metrics
 from circuitloc import stats
-from circuitloc.report.jobs import SweepStats
-from circuitloc.report.paired import paired
-from circuitloc.report.sweep import per_model
-from circuitloc.report.verdicts import overview, verdict
+from circuitloc.report.records import SweepStats
+from circuitloc.report.sweep.paired import paired
+from circuitloc.report.sweep.summary import per_model
+from circuitloc.report.sweep.verdicts import overview, verdict
 
 ALPHA = 0.05
 SEEDS = 12  # the shipped sweep's pairs per cell
@@ -178,7 +178,7 @@ def test_the_primary_family_is_configured_and_checked():
     from snakemake.utils import validate
     from workflow_helpers import ROOT
 
-    from circuitloc.report.sweep import Primary
+    from circuitloc.report.sweep.summary import Primary
 
     st = SweepStats.of({"alpha": 0.01, "p_adjust": "bh", "primary": {"units": ["query", "layer"]}})
     assert st.primary == Primary(("query", "layer"), ("top_head", "heads_to_greedy")) and st.alpha == 0.01
@@ -206,8 +206,8 @@ def test_write_sweep_pairs_kv_groups_with_the_layer_table(tmp_path):
     the like-for-like row beside the descriptive one; the markdown names both families."""
     from helpers import model_card
 
-    from circuitloc.report.jobs import SweepInputs, TableFiles, TableJob
-    from circuitloc.report.writers import write_sweep, write_sweep_overview
+    from circuitloc.report.records import SweepInputs, TableFiles, TableJob
+    from circuitloc.report.tables.writers import write_sweep, write_sweep_overview
 
     tables, meta = _tables(1, seed=6)
     for u, t in tables.items():

@@ -9,10 +9,11 @@ from html.parser import HTMLParser
 import polars as pl
 from workflow_helpers import ROOT
 
-from circuitloc.plan.report import _metadata
-from circuitloc.report.cost import write_cost
-from circuitloc.report.landing import headline_figures
-from circuitloc.report.tables import write_table
+from circuitloc.plan import paths
+from circuitloc.plan.hooks.html_report import _metadata
+from circuitloc.report.tables.cost import write_cost
+from circuitloc.report.pages.landing import headline_figures
+from circuitloc.report.tables.localization import write_table
 
 
 class _Tables(HTMLParser):
@@ -86,7 +87,9 @@ def test_the_cost_page_shows_its_three_tables(tmp_path):
 
 def test_the_rules_register_each_table_as_its_html_page():
     """No table is a download link only: every report() over results/tables/ is the HTML page, and the
-    same rule writes the CSV of the same name (read by other jobs and by the tests)."""
+    same rule writes the CSV of the same name (read by other jobs and by the tests). The rules name a
+    table by its pattern in plan/paths.py (`paths.file(paths.X, "html")`), or, for a path typed out,
+    by the path itself."""
     seen = 0
     for smk in sorted((ROOT / "rules").glob("*.smk")):
         text = smk.read_text()
@@ -94,6 +97,13 @@ def test_the_rules_register_each_table_as_its_html_page():
             seen += 1
             assert path.endswith(".html"), f"{smk.name}: {path} is registered in the report as a download only"
             assert f'"{path[:-len(".html")]}.csv"' in text, f"{smk.name}: no CSV beside {path}"
+        for stem, suffix in re.findall(r'report\(\s*paths\.file\(([^,]+), "(\w+)"', text):
+            # table_outputs (rules/common.smk) names Table 1 or 2 by `name`
+            if not eval(stem, {"paths": paths, "name": "table1"}).startswith(f"{paths.TABLES}/"):
+                continue  # a figure
+            seen += 1
+            assert suffix == "html", f"{smk.name}: {stem} is registered in the report as a {suffix} download only"
+            assert f'paths.file({stem}, "csv"' in text, f"{smk.name}: no CSV beside {stem}"
     assert seen >= 9  # Tables 1 and 2: one report() in rules/common.smk (table_outputs)
 
 

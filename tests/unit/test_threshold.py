@@ -103,7 +103,7 @@ def test_the_default_is_the_default_configs_threshold():
 # The curve keys the schema gives a default (config/schema.yaml, the run-wide `curves:` block): the
 # curve job requires them, no code writes them again.
 SCHEMA_CURVE_KEYS = ("greedy_candidates", "greedy_steps", "control_draws", "prompts")
-# The curve keys whose one default is plan.views.CURVE_DEFAULTS (the schema gives them none, so that
+# The curve keys whose one default is plan.config.views.CURVE_DEFAULTS (the schema gives them none, so that
 # a run's job params are what they were; engine.settings.CurveSettings reads it), and the names the
 # plans built from the settings give them (engine.settings.Greedy, RankedPlan).
 CODE_CURVE_KEYS = {"greedy_stop_damage": ("stop_damage",), "greedy_guided": ("guided",), "greedy_audit": ("audit",),
@@ -111,7 +111,7 @@ CODE_CURVE_KEYS = {"greedy_stop_damage": ("stop_damage",), "greedy_guided": ("gu
                    "ranked_stop_patience": ("stop_patience", "patience"), "sufficiency": ()}
 SCORE_KEYS = ("method", "audit", "level", "top")
 # where scores.* are read (their names are too common to look for everywhere: a `method` of an interval)
-SCORE_MODULES = ("engine/settings.py", "engine/guided_scan.py", "plan/views.py", "plan/checks.py")
+SCORE_MODULES = ("engine/settings.py", "engine/guided_scan.py", "plan/config/views.py", "plan/config/checks.py")
 
 
 def key_defaults(source: str, names, aliases=()) -> list[tuple[int, str]]:
@@ -172,7 +172,7 @@ def _schema_defaults(node, path="") -> dict:
 
 def test_every_curve_and_score_default_is_written_once():
     from circuitloc.engine.settings import CurveSettings
-    from circuitloc.plan.views import CURVE_DEFAULTS, SCORE_DEFAULTS
+    from circuitloc.plan.config.views import CURVE_DEFAULTS, SCORE_DEFAULTS
 
     schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
     declared = _schema_defaults(schema)
@@ -182,16 +182,16 @@ def test_every_curve_and_score_default_is_written_once():
     for key in SCHEMA_CURVE_KEYS:
         assert [p for p in declared if p.endswith(f".{key}") and ".curves." in p] == [f"properties.curves.properties.{key}"], key
     assert _found(sorted(SRC.rglob("*.py")), SCHEMA_CURVE_KEYS) == []
-    # the other curve keys: plan.views.CURVE_DEFAULTS alone, no `default:` in the schema
+    # the other curve keys: plan.config.views.CURVE_DEFAULTS alone, no `default:` in the schema
     assert not [p for p in declared if p.rpartition(".")[2] in CODE_CURVE_KEYS and ".curves." in p]
     aliases = {a for alias in CODE_CURVE_KEYS.values() for a in alias}
-    line = _line_in("plan/views.py", "CURVE_DEFAULTS = ")
-    want = [f"src/circuitloc/plan/views.py:{line}: \"{k}\": {v!r}" for k, v in CURVE_DEFAULTS.items() if v is not None]
+    line = _line_in("plan/config/views.py", "CURVE_DEFAULTS = ")
+    want = [f"src/circuitloc/plan/config/views.py:{line}: \"{k}\": {v!r}" for k, v in CURVE_DEFAULTS.items() if v is not None]
     assert _found(sorted(SRC.rglob("*.py")), CODE_CURVE_KEYS, aliases) == want, "a second default of a curve key"
-    # scores.*: plan.views.SCORE_DEFAULTS (and MIN_TOP) alone, none in the schema
+    # scores.*: plan.config.views.SCORE_DEFAULTS (and MIN_TOP) alone, none in the schema
     assert not [p for p in declared if ".scores." in p and p.rpartition(".")[2] in SCORE_KEYS]
     found = _found([SRC / m for m in SCORE_MODULES], SCORE_KEYS)
-    assert found == [f"src/circuitloc/plan/views.py:{_line_in('plan/views.py', 'SCORE_DEFAULTS = ')}: \"{k}\": {v!r}"
+    assert found == [f"src/circuitloc/plan/config/views.py:{_line_in('plan/config/views.py', 'SCORE_DEFAULTS = ')}: \"{k}\": {v!r}"
                      for k, v in SCORE_DEFAULTS.items()], "a second default of a scores key"
     # config/config.yaml sets some of these keys: the default run's values (greedy_stop_damage 1.0), kept
     # there so that its jobs' params stay what they were; its commented scores block says the defaults
@@ -207,7 +207,7 @@ def _line_in(rel: str, text: str) -> int:
 def test_the_schemas_words_say_the_one_default():
     """A description that says "(default X)" of a curve or score key says the value the key takes."""
     from circuitloc.engine.settings import CurveSettings
-    from circuitloc.plan.views import SCORE_DEFAULTS
+    from circuitloc.plan.config.views import SCORE_DEFAULTS
 
     schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
     code = {f.name: f.default for f in dataclasses.fields(CurveSettings)}
@@ -225,14 +225,14 @@ def test_the_schemas_words_say_the_one_default():
 
 
 def test_the_default_dtype_is_written_once():
-    """"float32" in the code: the dtype tables' keys and plan.resources.DEFAULT_DTYPE, nothing else."""
+    """"float32" in the code: the dtype tables' keys and plan.jobs.resources.DEFAULT_DTYPE, nothing else."""
     found = []
     for p in sorted(SRC.rglob("*.py")):
         tree = _tree(p.read_text())
         keys = {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys if k is not None}
         found += [f"{p.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree)
                   if isinstance(n, ast.Constant) and n.value == "float32" and id(n) not in keys]
-    assert found == [f"src/circuitloc/plan/resources.py:{_line_in('plan/resources.py', 'DEFAULT_DTYPE = ')}"], found
+    assert found == [f"src/circuitloc/plan/jobs/resources.py:{_line_in('plan/jobs/resources.py', 'DEFAULT_DTYPE = ')}"], found
 
 
 def test_the_key_check_finds_each_way_of_writing_a_second_default():

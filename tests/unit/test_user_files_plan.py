@@ -11,7 +11,7 @@ import yaml
 from workflow_helpers import ROOT, TEST_CONFIG, config_error, resolve_over_test_config
 
 from circuitloc.errors import ConfigError, DatasetError
-from circuitloc.plan.userfiles import MAX_LINE, check_parquet, facts_lines
+from circuitloc.plan.config.userfiles import MAX_LINE, check_parquet, facts_lines
 from circuitloc.tasks import facts
 
 HEADER = "\t".join(facts.COLUMNS)
@@ -112,10 +112,10 @@ def test_a_missing_user_file_stops_the_plan_naming_its_key_and_path(tmp_path):
 
 
 def test_every_file_a_job_reads_that_no_job_writes_is_listed_with_its_key():
-    """plan.userfiles.user_inputs: the same files as the rules' inputs (plan.inputs), each with the key
+    """plan.config.userfiles.user_inputs: the same files as the rules' inputs (plan.jobs.inputs), each with the key
     that points at it, or None for a file shipped with circuitloc."""
-    from circuitloc.plan.inputs import resource_path
-    from circuitloc.plan.userfiles import user_inputs
+    from circuitloc.plan.jobs.inputs import resource_path
+    from circuitloc.plan.config.userfiles import user_inputs
 
     config = resolve_over_test_config({})
     listed = {(key, name, path) for key, name, path in user_inputs(config, ROOT)}

@@ -11,14 +11,17 @@ import sys
 import pytest
 from workflow_helpers import ROOT, smk_env
 
-from circuitloc.plan import builtin_tasks, registry, vocab
+from circuitloc.plan.vocabulary import builtin_tasks
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary import vocab
 
 SRC = ROOT / "src" / "circuitloc"
 PLUGINS = ROOT / "tests" / "plugins"
 # where names may decide behaviour: the vocabulary itself (its types, the built-in tasks, the registry) and the
 # task modules
 VOCABULARY = (vocab, builtin_tasks, registry)
-ALLOWED = {*(SRC / "plan" / f"{m.__name__.rsplit('.', 1)[1]}.py" for m in VOCABULARY), *(SRC / "tasks").glob("*.py")}
+ALLOWED = {*(SRC.joinpath(*m.__name__.split(".")[1:]).with_suffix(".py") for m in VOCABULARY),
+           *(SRC / "tasks").glob("*.py")}
 
 
 def _plugins() -> list[str]:
@@ -134,9 +137,10 @@ def test_the_check_finds_a_decision_by_name():
 
 
 # the modules of the table, figure and analysis jobs, and the scripts that run them (no threads)
-LIGHT_MODULES = ("plan.vocab", "plan.builtin_tasks", "plan.registry", "report.tables", "report.writers",
-                 "report.figures", "report.analysis", "report.sweep", "report.plots", "report.cost", "runner", "io",
-                 "plan.resources", "metrics", "stats")
+LIGHT_MODULES = ("plan.vocabulary.vocab", "plan.vocabulary.builtin_tasks", "plan.vocabulary.catalog",
+                 "report.tables.localization", "report.tables.writers", "report.figures.draw", "report.tables.analysis",
+                 "report.sweep.summary", "report.figures.plots", "report.tables.cost", "runner", "io",
+                 "plan.jobs.resources", "metrics", "stats")
 LIGHT_SCRIPTS = ("tables", "figures", "fig_scale", "robustness", "specificity_table", "stability", "sweep_tables",
                  "sweep_overview")
 
@@ -154,9 +158,11 @@ def test_table_and_figure_jobs_do_not_import_torch():
     code = ("import sys, importlib\n"
             f"for m in {sorted(set(modules))!r}: importlib.import_module(m)\n"
             "from circuitloc.runner import setup; setup()\n"
-            "from circuitloc.report import figures, writers\n"
+            "from circuitloc.report.figures import draw as figures\n"
+            "from circuitloc.report.tables import writers\n"
             "writers.write_sweep, writers.write_stability, writers.write_robustness, figures.fig_scale\n"
-            "from circuitloc.report import analysis, sweep\n"
+            "from circuitloc.report.tables import analysis\n"
+            "from circuitloc.report.sweep import summary\n"
             "print(sorted(k for k in ('torch', 'transformers', 'transformer_lens') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=smk_env())
     assert out.returncode == 0, out.stderr

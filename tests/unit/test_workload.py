@@ -58,7 +58,7 @@ def test_full_overlay_validates():
 
 
 def test_figure_sample_keeps_configured_models_then_lowest_seeds_one_per_cell():
-    from circuitloc.plan.sweep import META, expand, figure_sample
+    from circuitloc.plan.config.sweep_toys import META, expand, figure_sample
 
     sweep = _load("sweep_capacity.yaml")["sweep"]
     models = {"real_a": {"source": "hf"}, **expand(sweep), "real_b": {"source": "gguf"}}

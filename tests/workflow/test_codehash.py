@@ -1,5 +1,5 @@
 """Code is a rerun trigger: each script rule's params hold the hash of the code its script runs
-(circuitloc.plan.codehash), so editing that code plans its jobs and everything downstream, while an edit
+(circuitloc.plan.jobs.codehash), so editing that code plans its jobs and everything downstream, while an edit
 of comments, docstrings or formatting plans nothing."""
 
 import ast
@@ -12,9 +12,9 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk, smk_env, stand_in_outputs
 
-from circuitloc.plan import codehash
-from circuitloc.plan.codehash import closure, code_hash
-from circuitloc.plan.dag import stage_of
+from circuitloc.plan.jobs import codehash
+from circuitloc.plan.jobs.codehash import closure, code_hash
+from circuitloc.plan.hooks.dag import stage_of
 
 SCRIPTS = ROOT / "workflow" / "scripts"
 
@@ -133,8 +133,8 @@ def test_real_scripts_closure_and_speed():
     # the toy trainer, every module of it, is in the model stage's closure (lazily imported)
     toy = {f"circuitloc/models/toy/{p.name}" for p in (ROOT / "src" / "circuitloc" / "models" / "toy").glob("*.py")}
     assert len(toy) > 1 and toy <= set(closure(SCRIPTS / "build_model.py"))
-    assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/report/cost.py", "local:_src_path"}
-    assert "circuitloc/report/plots.py" not in closure(SCRIPTS / "cost_table.py")
+    assert set(closure(SCRIPTS / "cost_table.py")) >= {"circuitloc/report/tables/cost.py", "local:_src_path"}
+    assert "circuitloc/report/figures/plots.py" not in closure(SCRIPTS / "cost_table.py")
 
 
 def test_every_script_rule_has_its_code_as_a_param():
@@ -258,10 +258,10 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
 def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
     """A figure change reruns the jobs that draw figures and what follows them, never a model,
     dataset, score or curve job."""
-    text = (finished / "src" / "circuitloc" / "report" / "plots.py").read_text()
+    text = (finished / "src" / "circuitloc" / "report" / "figures" / "plots.py").read_text()
     name = next(n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef))
-    planned = _planned_after_edit(finished, "circuitloc/report/plots.py", lambda t: _edit_function(t, name))
-    affected = _rules_running(finished, "circuitloc/report/plots.py")
+    planned = _planned_after_edit(finished, "circuitloc/report/figures/plots.py", lambda t: _edit_function(t, name))
+    affected = _rules_running(finished, "circuitloc/report/figures/plots.py")
     assert {"figures", "figure_scale"} <= set(affected)
     assert {"figures", "figure_scale", "report"} <= {rule for rule, _ in planned}
     assert planned == _planned(finished, "--forcerun", *affected)
@@ -270,6 +270,6 @@ def test_plots_edit_plans_the_rules_whose_code_imports_plots(finished):
 
 def test_cost_module_edit_plans_only_the_cost_table_and_report(finished):
     """A module only one script imports: only its rule and what follows it."""
-    planned = _planned_after_edit(finished, "circuitloc/report/cost.py", lambda t: _edit_function(t, "cost_table"))
-    assert _rules_running(finished, "circuitloc/report/cost.py") == ["cost"]
+    planned = _planned_after_edit(finished, "circuitloc/report/tables/cost.py", lambda t: _edit_function(t, "cost_table"))
+    assert _rules_running(finished, "circuitloc/report/tables/cost.py") == ["cost"]
     assert {rule for rule, _ in planned} == {"cost", "report", "all"}

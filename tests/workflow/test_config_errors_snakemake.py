@@ -74,7 +74,7 @@ def test_a_run_config_with_its_own_models_runs_the_tasks_it_names_only(tmp_path)
     jobs = planned_jobs(smk("-n", "--configfile", str(cfg)).stdout)
     assert {wc["task"] for _, wc in jobs if "task" in wc} == {"ioi"}
     # the task it names still merges onto the default's settings (n_curve from the default)
-    from circuitloc.plan.workflow_config import layered, resolve
+    from circuitloc.plan.config.workflow_config import layered, resolve
     from workflow_helpers import ROOT
 
     own = resolve(layered(ROOT, {}, [str(cfg)]), ROOT)

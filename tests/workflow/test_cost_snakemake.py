@@ -25,7 +25,7 @@ def _jobs(dry_run_output):
 def test_cost_job_runs_after_every_job_that_writes_a_benchmark(configfile):
     """A dry run from scratch plans one cost job (a target of rule all); every other job but the
     report writes a benchmark file, and the cost job waits for every other target of the run, so it
-    sums the finished DAG (its job list is Snakemake's own: circuitloc.plan.dag.record_dag)."""
+    sums the finished DAG (its job list is Snakemake's own: circuitloc.plan.hooks.dag.record_dag)."""
     jobs = _jobs(smk("-n", "--nolock", "--configfile", configfile).stdout)
     cost = [j for j in jobs if j[0] == "cost"]
     assert len(cost) == 1

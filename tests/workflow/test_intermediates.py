@@ -40,7 +40,7 @@ def test_deleted_intermediates_are_planned_by_a_plain_rerun(tmp_path):
 
 def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_run, tmp_path):
     """A corrupt weights file of the right size (a cut one the plan sees and rebuilds itself:
-    plan.weights, workflow/test_inputs.py): a forced score job fails on the card's sha256 and
+    plan.jobs.weights, workflow/test_inputs.py): a forced score job fails on the card's sha256 and
     Snakemake removes the score files it had written. The hint's command, the user's own as typed
     (here `python -m snakemake`), run as printed in the run's directory, plans the card alone and
     rebuilds the weights; a plain rerun then restores every file (a score file deleted meanwhile

@@ -14,7 +14,8 @@ from circuitloc import io
 from circuitloc.engine import pipeline
 from circuitloc.engine import replacement
 from circuitloc.engine.settings import JobSettings, ScoreFiles
-from circuitloc.plan import registry, vocab
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary import vocab
 from circuitloc.tasks.common import mark_scoring
 
 PLUGINS = ROOT / "tests" / "plugins"

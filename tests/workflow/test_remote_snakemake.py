@@ -1,5 +1,5 @@
 """A Snakefile read from a URL plans: its configs, schema, resources, report pages and scripts are
-read through Snakemake's source path (circuitloc.plan.source), not from the local file system."""
+read through Snakemake's source path (circuitloc.plan.config.source), not from the local file system."""
 
 import contextlib
 import functools
@@ -9,7 +9,7 @@ import threading
 import yaml
 from workflow_helpers import ROOT, planned_jobs, smk
 
-from circuitloc.plan.codehash import code_hash
+from circuitloc.plan.jobs.codehash import code_hash
 
 
 @contextlib.contextmanager

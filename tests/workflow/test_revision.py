@@ -11,7 +11,7 @@ from helpers import tiny_model, word_tokenizer
 from workflow_helpers import copy_workflow, planned_jobs, smk, smk_env
 
 from circuitloc.errors import ModelSourceError
-from circuitloc.plan import hub
+from circuitloc.plan.config import hub
 from circuitloc.tasks import fahamu
 
 C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40

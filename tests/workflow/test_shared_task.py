@@ -11,7 +11,9 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, planned_jobs, resolve_over_test_config, reuse_models, smk, smk_env
 
-from circuitloc.plan import registry, views, vocab
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.config import views
+from circuitloc.plan.vocabulary import vocab
 
 PLUGINS = ROOT / "tests" / "plugins"
 

@@ -6,7 +6,7 @@ import re
 import yaml
 from workflow_helpers import ROOT, smk
 
-from circuitloc.plan.sweep import expand
+from circuitloc.plan.config.sweep_toys import expand
 
 
 def test_sweep_config_dag_has_one_training_job_per_model():

@@ -1,6 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.writers import write_claims
+from circuitloc.report.tables.writers import write_claims
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0])

@@ -1,6 +1,6 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.figures import fig_scale
+from circuitloc.report.figures.draw import fig_scale
 from circuitloc.runner import run, setup
 
 # one job: the scale figure of each ablation, from each task's Table 1 under it

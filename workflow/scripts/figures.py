@@ -1,7 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.figures import fig_curves, fig_heatmap
-from circuitloc.report.jobs import FigureFiles, TableJob, by_model
+from circuitloc.report.figures.draw import fig_curves, fig_heatmap
+from circuitloc.report.records import FigureFiles, TableJob, by_model
 from circuitloc.runner import run, setup
 
 # one job per task: Figures 1 and 2 of each ablation (inputs and outputs by the ablation's position)

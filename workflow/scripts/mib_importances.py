@@ -1,7 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.jobs import TableJob, by_model
-from circuitloc.report.mib import write_importances
+from circuitloc.report.records import TableJob, by_model
+from circuitloc.report.tables.mib import write_importances
 from circuitloc.runner import run, setup
 
 # one job per task: every ablation's folder (inputs and outputs by the ablation's position)

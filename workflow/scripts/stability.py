@@ -1,7 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.figures import fig_stability
-from circuitloc.report.writers import write_stability
+from circuitloc.report.figures.draw import fig_stability
+from circuitloc.report.tables.writers import write_stability
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0])

@@ -1,8 +1,8 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.figures import fig_sweep
-from circuitloc.report.jobs import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
-from circuitloc.report.writers import write_sweep
+from circuitloc.report.figures.draw import fig_sweep
+from circuitloc.report.records import FigureFiles, SweepInputs, SweepStats, TableFiles, TableJob
+from circuitloc.report.tables.writers import write_sweep
 from circuitloc.runner import run, setup
 
 setup(log_path=snakemake.log[0])

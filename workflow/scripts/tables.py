@@ -1,7 +1,7 @@
 import _src_path  # noqa: F401  (this checkout's src/ first on sys.path, with or without --use-conda)
 
-from circuitloc.report.jobs import TableFiles, TableJob, by_model
-from circuitloc.report.writers import write_table1, write_table2
+from circuitloc.report.records import TableFiles, TableJob, by_model
+from circuitloc.report.tables.writers import write_table1, write_table2
 from circuitloc.runner import run, setup
 
 # one job per task: Tables 1 and 2 of each ablation (inputs and outputs by the ablation's position)

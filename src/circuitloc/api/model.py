@@ -15,8 +15,8 @@ from circuitloc.modelcard import ModelCard
 from circuitloc.models.build import build_model
 from circuitloc.models.load import load_engine
 from circuitloc.plan import paths
-from circuitloc.plan.configload import check_unknown_keys, load_schema, validate
-from circuitloc.plan.workflow_config import SCHEMA
+from circuitloc.plan.config.configload import check_unknown_keys, load_schema, validate
+from circuitloc.plan.config.workflow_config import SCHEMA
 
 # the checkout: the schema a model config block is checked against
 ROOT = Path(__file__).resolve().parents[3]

@@ -2,8 +2,8 @@
 prompts, per-unit scores, ranked and greedy curves and Table 1's row for a model, as polars frames.
 
 Every number comes from the function the workflow's job calls (`engine.datasets.build_dataset`,
-`engine.pipeline.score` and `curve` through `for_each_ablation`, `report.tables.table1`), with the
-settings the plan gives that job (`plan.views`), so a frame here equals the file a run writes for
+`engine.pipeline.score` and `curve` through `for_each_ablation`, `report.tables.localization.table1`), with the
+settings the plan gives that job (`plan.config.views`), so a frame here equals the file a run writes for
 the same model, prompts and config. The jobs write files; here they write to a temporary folder
 that is read back and removed."""
 
@@ -22,10 +22,11 @@ from circuitloc.engine.job import AblationJob
 from circuitloc.engine.pipeline import curve, for_each_ablation, score
 from circuitloc.engine.settings import CurveFiles, JobSettings, ScoreFiles
 from circuitloc.errors import ConfigError
-from circuitloc.plan import registry, views
-from circuitloc.plan.configload import check_unknown_keys, load_schema, validate
-from circuitloc.plan.workflow_config import SCHEMA, layered, provenance, resolve
-from circuitloc.report.tables import table1
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.config import views
+from circuitloc.plan.config.configload import check_unknown_keys, load_schema, validate
+from circuitloc.plan.config.workflow_config import SCHEMA, layered, provenance, resolve
+from circuitloc.report.tables.localization import table1
 
 # the checkout: the embedded default config, the schema and the shipped resources
 ROOT = Path(__file__).resolve().parents[3]
@@ -139,7 +140,7 @@ class Run:
             return (frame, io.read_parquet(out.control)) if with_control else frame
 
     def table1(self, model: Model, data: TaskData, scores: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
-        """Table 1's row of the model (`report.tables.table1`): top unit (`top_head`, `top_kv_group` or
+        """Table 1's row of the model (`report.tables.localization.table1`): top unit (`top_head`, `top_kv_group` or
         `top_layer`) and its `top_head_score` / `top_head_pct`, `heads_to_80` (ranked) and
         `heads_to_80_greedy` at the config's threshold, curve area, CPR and CMD, ..."""
         threshold = float(self.config["curves"]["threshold"])

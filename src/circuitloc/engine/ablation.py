@@ -15,8 +15,8 @@ from circuitloc.engine.scan import Scanner
 from circuitloc.engine.settings import RankedPlan  # noqa: F401  (re-exported: the plan of ranked_curve)
 from circuitloc.metrics import rank, top  # noqa: F401  (the one order of units, re-exported for the engine's callers)
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.registry import parse_ablation  # noqa: F401
-from circuitloc.plan.vocab import (  # noqa: F401
+from circuitloc.plan.vocabulary.catalog import parse_ablation  # noqa: F401
+from circuitloc.plan.vocabulary.vocab import (  # noqa: F401
     LAYER,
     QUERY,
     UNIT_LABEL,

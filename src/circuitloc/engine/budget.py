@@ -13,7 +13,7 @@ import logging
 import math
 
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.resources import DTYPE_BYTES
+from circuitloc.plan.jobs.resources import DTYPE_BYTES
 
 CPU_TOKENS = 4096
 HEADROOM = 0.8  # of the free memory; the rest for the allocator's fragmentation and the logits

@@ -13,7 +13,7 @@ from circuitloc.engine.settings import JobSettings
 from circuitloc.errors import DatasetError
 from circuitloc.engine.select import scanner_for
 from circuitloc.models.load import load_engine, load_tokenizer
-from circuitloc.plan import registry
+from circuitloc.plan.vocabulary import catalog as registry
 from circuitloc.runner import log
 from circuitloc.tasks.common import drop_over_context, mark_scoring, pad_id
 from circuitloc.tasks.common import prompts as to_prompts

@@ -6,20 +6,50 @@ Conv1D stores it [in, out]) does not matter to it."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from circuitloc.errors import UnsupportedArchitectureError
 
-# Where a base model keeps its decoder layers (OPT: inside its decoder), and where a decoder layer
-# keeps its attention output projection: GPT-2's Conv1D `attn.c_proj` (weight stored [in, out]),
-# GPT-J's `attn.out_proj`, OPT's `self_attn.out_proj`, Phi 1.5/2's `self_attn.dense`, Falcon's
-# `self_attention.dense`, GPT-NeoX's `attention.dense`, `o_proj` elsewhere. The engine reads and
-# ablates the projection's input, so the weight's layout does not matter to it.
-LAYER_PATHS = ("layers", "h", "decoder.layers")
-OUT_PROJ_PATHS = ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense", "self_attn.dense",
-                  "self_attn.out_proj", "attn.out_proj", "attn.c_proj")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one architecture keeps what the engine touches: its decoder layers below the base model
+    (`hf_model.base_model`, a dotted path) and a decoder layer's attention output projection."""
+
+    layers: str
+    out_proj: str
+
+
+# The architectures whose engine numbers are tested, in float32 and bfloat16, equal to the naive
+# TransformerLens loop (tests/models/test_scan.py, tests/models/test_selfcheck.py) or to a plain forward with the
+# ablated heads' slice of the output projection's weight zeroed (tests/models/test_architectures.py), keyed by
+# the model's class name: GPT-2's Conv1D `attn.c_proj` (weight stored [in, out]), GPT-J's `attn.out_proj`,
+# OPT's `self_attn.out_proj` (its layers inside its decoder), Phi 1.5/2's `self_attn.dense`, Falcon's
+# `self_attention.dense`, GPT-NeoX's `attention.dense`, `o_proj` elsewhere. The engine reads and ablates the
+# projection's input, so the weight's layout does not matter to it. `engine.select.scanner_for` sends
+# others to the TransformerLens bridge where it supports them, else runs them here (the paths below
+# searched, `FALLBACK_*`) only if the self-check passes, with a warning.
+_LLAMA_LIKE = Layout("layers", "self_attn.o_proj")
+ARCHITECTURES: dict[str, Layout] = {
+    "GPTNeoXForCausalLM": Layout("layers", "attention.dense"), "Qwen2ForCausalLM": _LLAMA_LIKE,
+    "LlamaForCausalLM": _LLAMA_LIKE, "GemmaForCausalLM": _LLAMA_LIKE, "Gemma2ForCausalLM": _LLAMA_LIKE,
+    "Gemma3ForCausalLM": _LLAMA_LIKE, "GPT2LMHeadModel": Layout("h", "attn.c_proj"),
+    "GPTJForCausalLM": Layout("h", "attn.out_proj"), "OPTForCausalLM": Layout("decoder.layers", "self_attn.out_proj"),
+    "PhiForCausalLM": Layout("layers", "self_attn.dense"), "Phi3ForCausalLM": _LLAMA_LIKE,
+    "MistralForCausalLM": _LLAMA_LIKE, "FalconForCausalLM": Layout("h", "self_attention.dense"),
+    "OlmoForCausalLM": _LLAMA_LIKE, "Olmo2ForCausalLM": _LLAMA_LIKE, "StableLmForCausalLM": _LLAMA_LIKE,
+    "Qwen3ForCausalLM": _LLAMA_LIKE,
+}
+VERIFIED = tuple(ARCHITECTURES)
+# An architecture not in the table: every known path is searched, and exactly one may exist (a name
+# that matches two modules is an error, never the first found)
+FALLBACK_LAYERS = ("layers", "h", "decoder.layers")
+FALLBACK_OUT_PROJ = ("self_attn.o_proj", "attention.dense", "attn.o_proj", "self_attention.dense", "self_attn.dense",
+                     "self_attn.out_proj", "attn.out_proj", "attn.c_proj")
 
 
 class Skip(nn.Module):
@@ -34,17 +64,37 @@ class Skip(nn.Module):
         return (hidden_states,) if self.as_tuple else hidden_states
 
 
-def find(module: nn.Module, paths) -> nn.Module | None:
-    """The first of the dotted `paths` that exists below `module`, or None."""
+def at(module: nn.Module, path: str) -> nn.Module | None:
+    """The module at dotted `path` below `module`, or None."""
+    for part in path.split("."):
+        module = getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+def find(module: nn.Module, paths, what: str = "module") -> nn.Module | None:
+    """The one module of the dotted `paths` that exists below `module`, or None; two distinct modules
+    found is an UnsupportedArchitectureError naming both (which one is meant is not guessed)."""
+    found = {}
     for path in paths:
-        mod = module
-        try:
-            for part in path.split("."):
-                mod = getattr(mod, part)
-            return mod
-        except AttributeError:
-            continue
-    return None
+        mod = at(module, path)
+        if mod is not None and all(mod is not m for m in found.values()):
+            found[path] = mod
+    if len(found) > 1:
+        raise UnsupportedArchitectureError(
+            f"{type(module).__name__}: the {what} is ambiguous, {' and '.join(found)} both exist; name the "
+            "architecture's paths in circuitloc.engine.layout.ARCHITECTURES")
+    return next(iter(found.values()), None)
+
+
+def _located(module: nn.Module, architecture: str | None, field: str, what: str) -> nn.Module | None:
+    """`module`'s `what` at the table's path for `architecture` (its model class name), or by the
+    fallback search (`find`) for an architecture not in the table."""
+    layout = ARCHITECTURES.get(architecture or "")
+    if layout is not None:
+        return at(module, getattr(layout, field))
+    return find(module, FALLBACK_LAYERS if field == "layers" else FALLBACK_OUT_PROJ, what)
 
 
 @contextlib.contextmanager
@@ -62,19 +112,22 @@ def hooked(hooks, with_kwargs: bool = False):
             handle.remove()
 
 
-def out_proj(layer: nn.Module) -> nn.Module:
+def out_proj(layer: nn.Module, architecture: str | None = None) -> nn.Module:
     """A decoder layer's attention output projection: its input is the layer's head outputs z,
-    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads."""
-    mod = find(layer, OUT_PROJ_PATHS)
+    [B, T, H * Dh] (see `split_heads`), the one place where the engine ablates and reads heads.
+    `architecture`: the model's class name, whose entry in `ARCHITECTURES` says where it is."""
+    mod = _located(layer, architecture, "out_proj", "attention output projection")
     if mod is None:
-        raise UnsupportedArchitectureError(f"no attention output projection found in {type(layer).__name__}: "
+        where = f" at {ARCHITECTURES[architecture].out_proj}" if architecture in ARCHITECTURES else ""
+        raise UnsupportedArchitectureError(f"no attention output projection found{where} in {type(layer).__name__}: "
                                            "this architecture is not supported by the scan engine")
     return mod
 
 
-def decoder_layers(base: nn.Module) -> nn.ModuleList:
-    """The base model's decoder layers, in order (`LAYER_PATHS`)."""
-    layers = find(base, LAYER_PATHS)
+def decoder_layers(base: nn.Module, architecture: str | None = None) -> nn.ModuleList:
+    """The base model's decoder layers, in order (`ARCHITECTURES`' path for `architecture`, the
+    model's class name; else the one of `FALLBACK_LAYERS` that exists)."""
+    layers = _located(base, architecture, "layers", "list of decoder layers")
     if not isinstance(layers, nn.ModuleList):
         raise UnsupportedArchitectureError(f"no decoder layers found in {type(base).__name__}: "
                                            "this architecture is not supported by the scan engine")
@@ -99,15 +152,3 @@ def split_heads(x: torch.Tensor, n_heads: int, d_head: int) -> torch.Tensor:
 def merge_heads(z: torch.Tensor) -> torch.Tensor:
     """Head outputs [..., H, Dh] back into the output projection's input [..., H * Dh]."""
     return z.reshape(*z.shape[:-2], -1)
-
-
-# Architectures whose engine numbers are tested, in float32 and bfloat16, equal to the naive
-# TransformerLens loop (tests/models/test_scan.py, tests/models/test_selfcheck.py) or to a plain forward with the
-# ablated heads' slice of the output projection's weight zeroed (tests/models/test_architectures.py).
-# `engine.select.scanner_for` sends others to the TransformerLens bridge where it supports them, else
-# runs them here only if the self-check passes, with a warning.
-VERIFIED = ("GPTNeoXForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "GemmaForCausalLM",
-            "Gemma2ForCausalLM", "Gemma3ForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM", "OPTForCausalLM",
-            "PhiForCausalLM", "Phi3ForCausalLM", "MistralForCausalLM", "FalconForCausalLM", "OlmoForCausalLM",
-            "Olmo2ForCausalLM", "StableLmForCausalLM", "Qwen3ForCausalLM")
-

@@ -28,7 +28,7 @@ from circuitloc.engine.settings import (
 from circuitloc.engine.sufficiency import sufficiency_curve
 from circuitloc.metrics import specificity_verdict
 from circuitloc.models.load import load_engine
-from circuitloc.plan.builtin_tasks import NEUTRAL
+from circuitloc.plan.vocabulary.builtin_tasks import NEUTRAL
 from circuitloc.runner import log
 from circuitloc.tasks.common import curve_rows
 from circuitloc.tasks.neutral import windows

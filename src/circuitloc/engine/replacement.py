@@ -23,7 +23,7 @@ import torch
 
 from circuitloc.engine.layout import hooked
 from circuitloc.engine.scan import Scanner
-from circuitloc.plan import registry
+from circuitloc.plan.vocabulary import catalog as registry
 from circuitloc.prompts import Prompts
 from circuitloc.tasks.registry import Task
 
@@ -149,7 +149,7 @@ def resample_replacement(scanner: Scanner, source: Prompts, target, sources) -> 
     return out
 
 
-# ---- the builders of the kinds that replace a unit's output (named by circuitloc.plan.vocab.KindSpec) --
+# ---- the builders of the kinds that replace a unit's output (named by circuitloc.plan.vocabulary.vocab.KindSpec) --
 @dataclass(frozen=True)
 class ReplacementContext:
     """Everything a kind's builder may use, as one record, so a new kind's builder takes what it

@@ -66,7 +66,8 @@ class Scanner(SelfCheck, Incremental):
         self.model = hf_model
         self.base = hf_model.base_model
         self.unembed = hf_model.get_output_embeddings()
-        self.layers = decoder_layers(self.base)
+        self.architecture = type(hf_model).__name__  # its row of layout.ARCHITECTURES, where it has one
+        self.layers = decoder_layers(self.base, self.architecture)
         self.n_heads, self.d_head = n_heads, d_head
         self.max_batch_tokens = max_batch_tokens
         self.replacement = replacement or {}  # layer -> tensor broadcastable to [N, T, H, Dh]; zero if absent
@@ -75,12 +76,12 @@ class Scanner(SelfCheck, Incremental):
         self.label = type(hf_model).__name__  # who is scanned, for error messages (jobs add model, task, ...)
         self._tuple_layers: bool | None = None  # whether a layer returns a tuple (`_Skip`); probed once
         for layer in self.layers[:1]:
-            out_proj(layer)  # refuse an architecture without a known output projection now, by name
+            out_proj(layer, self.architecture)  # refuse an architecture without a known output projection now
 
     # -- plumbing -------------------------------------------------------------------------
     def _z_site(self, layer: int) -> nn.Module:
         """The module whose input is `layer`'s head outputs z, [B, T, H * Dh]."""
-        return out_proj(self.layers[layer])
+        return out_proj(self.layers[layer], self.architecture)
 
     def _layers_return_tuples(self) -> bool:
         """Whether a decoder layer returns a tuple (Falcon) rather than the residual itself, so that a

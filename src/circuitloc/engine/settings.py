@@ -2,13 +2,13 @@
 stage (`pipeline`, `datasets`) and `job.AblationJob` reads this record, so a new setting is one
 field here instead of one more keyword passed through every call. Beside it, the files of one
 ablation (inputs and outputs). Standard library only (and the card's record, circuitloc.modelcard,
-the plan's checks, plan.checks, and its score defaults, plan.views): a script builds it before torch
+the plan's checks, plan.config.checks, and its score defaults, plan.config.views): a script builds it before torch
 loads.
 
 Every default of a curve or score key is written once: the schema's `default:` (config/schema.yaml:
 greedy_candidates, greedy_steps, control_draws, prompts; the curve job requires them),
-`plan.views.CURVE_DEFAULTS` (the curve keys the schema gives none, so that a run's job params stay
-what they were) or `plan.views.SCORE_DEFAULTS` (scores.*). tests/unit/test_threshold.py finds a
+`plan.config.views.CURVE_DEFAULTS` (the curve keys the schema gives none, so that a run's job params stay
+what they were) or `plan.config.views.SCORE_DEFAULTS` (scores.*). tests/unit/test_threshold.py finds a
 second one."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.checks import min_audit, stop_problem
-from circuitloc.plan.views import CURVE_DEFAULTS, MIN_TOP, SCORE_DEFAULTS
+from circuitloc.plan.config.checks import min_audit, stop_problem
+from circuitloc.plan.config.views import CURVE_DEFAULTS, MIN_TOP, SCORE_DEFAULTS
 from circuitloc.stats import Bootstrap
 
 
@@ -35,7 +35,7 @@ class CurveSettings:
     never; `ranked_stop_patience` steps), and whether MIB's sufficiency curve runs (`sufficiency`:
     ~10 forward passes from layer 0 a curve; only CPR and CMD read it, no paper table).
 
-    A key the config leaves out (or sets to null) takes its field's default: `plan.views.CURVE_DEFAULTS`
+    A key the config leaves out (or sets to null) takes its field's default: `plan.config.views.CURVE_DEFAULTS`
     for the keys the schema gives no default."""
 
     methods: tuple[str, ...]

@@ -36,7 +36,7 @@ class TaskStages:
 
 
 def task_files(tasks: list, ablations: list, inputs: dict, output) -> list[TaskStages]:
-    """Each task's files from a staged rule's named inputs (`<task>__<name>`, plan.inputs.stage_inputs)
+    """Each task's files from a staged rule's named inputs (`<task>__<name>`, plan.jobs.inputs.stage_inputs)
     and its output lists (data and filter per task; scores, prompts, curve and control per task and
     ablation, tasks outer: the rule's order)."""
     n = len(ablations)

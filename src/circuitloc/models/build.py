@@ -14,7 +14,7 @@ from circuitloc.models.card import make_card, weights_record
 from circuitloc.models.gguf import convert_gguf, fetch_gguf
 from circuitloc.models.load import load_tokenizer, resolve_hf
 from circuitloc.models.toy import train_toy
-from circuitloc.plan.hub import snapshot_commit
+from circuitloc.plan.config.hub import snapshot_commit
 from circuitloc.runner import log
 
 

@@ -14,7 +14,7 @@ import torch
 
 from circuitloc.errors import ModelSourceError
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan.resources import DEFAULT_DTYPE
+from circuitloc.plan.jobs.resources import DEFAULT_DTYPE
 
 _CHUNK = 1 << 20
 # The files that hold a model directory's tensors (not its config or tokenizer): what the card hashes.

@@ -14,18 +14,19 @@ import torch
 from circuitloc.errors import ConfigError, ModelSourceError
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
-from circuitloc.plan.command import command_with, rerun
-from circuitloc.plan.hub import hf_source
-from circuitloc.plan.resources import DEFAULT_DTYPE
+from circuitloc.plan.hooks.command import command_with, rerun
+from circuitloc.plan.config.hub import hf_source
+from circuitloc.plan.jobs.resources import DEFAULT_DTYPE
+from circuitloc.plan.paths import CARD
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def resolve_hf(name: str, repo: str, revision: str | None = None) -> str:
-    """`hf:` as `from_pretrained` reads it (circuitloc.plan.hub.hf_source): an existing local directory as
+    """`hf:` as `from_pretrained` reads it (circuitloc.plan.config.hub.hf_source): an existing local directory as
     is; else a hub id (`gpt2`, `EleutherAI/pythia-160m`) at `revision` (branch, tag or commit;
     default main) through the local cache (never a silent download offline). The returned snapshot
-    directory is named by its commit (circuitloc.plan.hub.snapshot_commit)."""
+    directory is named by its commit (circuitloc.plan.config.hub.snapshot_commit)."""
 
     try:
         kind, repo = hf_source(name, repo, revision)
@@ -95,10 +96,10 @@ def check_weights(card: ModelCard) -> None:
 def _restore_hint(card: ModelCard, seen_by_plan: bool = False) -> str:
     """How to get a model's weights back: its own (toy, gguf) are rebuilt with the card. A missing
     file or one of another size (`seen_by_plan`) the plan sees and rebuilds on a plain rerun of the
-    user's command (plan.weights); a corrupt file of the right size only the sha256 check here sees,
+    user's command (plan.jobs.weights); a corrupt file of the right size only the sha256 check here sees,
     so Snakemake must be told (a forcerun of the card). An hf model's are the hub cache's or the
     user's directory."""
-    card_path = f"results/models/{card.name}/card.json"
+    card_path = CARD.format(model=card.name)
     if card.source != "hf" and seen_by_plan:
         cmd = command_with() or "your snakemake command"
         return f"rerun your command, which rebuilds the model: {cmd}"
@@ -112,7 +113,7 @@ def _restore_hint(card: ModelCard, seen_by_plan: bool = False) -> str:
 
 def _rebuild_card(card_path: str) -> str:
     """The command that rebuilds a model's card and weights alone, as the user typed theirs
-    (circuitloc.plan.command): a rebuilt card is byte-identical, so what was made from it stands;
+    (circuitloc.plan.hooks.command): a rebuilt card is byte-identical, so what was made from it stands;
     the same command as before then remakes any file a failed job removed."""
     cmd = rerun(card_path) or f"snakemake {card_path} --cores all --forcerun {card_path} (with the run's --configfile)"
     return f"rebuild the model alone: {cmd}; then rerun your command"

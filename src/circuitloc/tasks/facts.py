@@ -9,7 +9,7 @@ import torch
 
 from circuitloc.errors import DatasetError
 from circuitloc.runner import log
-from circuitloc.plan.userfiles import FACTS_COLUMNS, facts_lines
+from circuitloc.plan.config.userfiles import FACTS_COLUMNS, facts_lines
 from circuitloc.tasks.common import drop_over_context, encode, mark_scoring, sample_rows, single_token
 
 FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv"
@@ -21,7 +21,7 @@ def load(path=None) -> pl.DataFrame:
     file and the line instead of a shifted column or a parser's traceback. Fields are split on tabs
     only (no quote character: a `"` in a prompt is text)."""
     path = Path(path) if path else FACTS
-    lines = facts_lines(path, DatasetError)  # the plan's check (circuitloc.plan.userfiles), as DatasetError
+    lines = facts_lines(path, DatasetError)  # the plan's check (circuitloc.plan.config.userfiles), as DatasetError
     body = "\n".join(ln for _, ln in lines).encode()
     df = pl.read_csv(body, separator="\t", quote_char=None, infer_schema=False, empty_string_is_null=False)
     return df.with_columns(pl.col("qa").str.replace_all("\\n", "\n", literal=True))

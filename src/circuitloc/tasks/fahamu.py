@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan import hub
-from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
+from circuitloc.plan.config import hub
+from circuitloc.plan.config.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.config.hub)
 from circuitloc.tasks.ioi_templates import (
     FAHAMU_COLUMN,
     RESOURCES,

@@ -17,7 +17,7 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
+from circuitloc.plan.config.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.config.hub)
 from circuitloc.tasks.common import (
     encode,
     mark_scoring,

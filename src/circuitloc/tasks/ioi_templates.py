@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.hub)
+from circuitloc.plan.config.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.config.hub)
 from circuitloc.tasks.common import (
     read_text,
 )

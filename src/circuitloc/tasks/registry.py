@@ -1,4 +1,4 @@
-"""A task is its spec (circuitloc.plan.vocab.TaskSpec: names, columns, floors, splits, as data) plus its module's
+"""A task is its spec (circuitloc.plan.vocabulary.vocab.TaskSpec: names, columns, floors, splits, as data) plus its module's
 behaviour. The interface a task module offers:
 
 - `METRICS`: {metric name: fn(last_logits, batch) -> per-prompt values} for every name in the spec;
@@ -22,7 +22,8 @@ import polars as pl
 import torch
 
 from circuitloc.errors import DatasetError
-from circuitloc.plan import registry, vocab
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary import vocab
 
 
 @dataclass(frozen=True)

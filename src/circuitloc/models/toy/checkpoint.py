@@ -18,7 +18,7 @@ from circuitloc.models.load import load_tokenizer
 from circuitloc.models.toy.corpus import training_ioi
 from circuitloc.models.toy.evaluation import Evaluator, verdict
 from circuitloc.models.toy.recipe import resolve_spec
-from circuitloc.plan.checkpoints import CHECKPOINT_FILES, checkpoint_files
+from circuitloc.plan.jobs.checkpoints import CHECKPOINT_FILES, checkpoint_files
 from circuitloc.tasks import ioi as ioi_task
 
 # What a checkpoint's recipe fixes: a spec that names one of these must agree with it.

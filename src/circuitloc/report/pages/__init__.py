@@ -1,0 +1,1 @@
+"""Pages written from a run: the report's landing page and the README's result sections."""
