@@ -7,7 +7,7 @@
 
 rule cost:
     input:
-        targets.cost_inputs(config),
+        kept(targets.cost_inputs(config)),
     output:
         csv="results/tables/cost.csv",
         html=report(
