@@ -110,7 +110,10 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
         (t, "its weights file results/models/t/weights/model.safetensors is missing"),
         (g, "its weights file results/models/g/weights/model.safetensors has 4 bytes, its card says 10")]
     said = io.StringIO()
+    stale = Path(paths.REBUILT.format(model="t"))
+    stale.write_text("")  # a marker a killed run left would make the rebuild look done: removed
     lost = LostWeights(SimpleNamespace(is_main_process=True), config, stream=said)
+    assert not stale.exists()
     assert said.getvalue().splitlines()[0] == (f"circuitloc: {t}: its weights file results/models/t/weights/"
                                                "model.safetensors is missing; the model is rebuilt (what reads "
                                                "its card reruns only if it changes)")
@@ -122,8 +125,9 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
     assert lost.keep(lambda wc: {"cards": [t, h]}, mark)(None) == {"cards": [("ancient", t), h]}
     assert lost.keep(paths.CARD, mark)(SimpleNamespace(model="g")) == ("ancient", g)
     assert lost.keep(paths.CARD, mark)(SimpleNamespace(model="new")) == paths.CARD.format(model="new")
-    # the run's end: a rebuilt card with other bytes is said; an unchanged or absent one is not
-    assert lost.changed() == []
+    # the run's end: the markers removed; a rebuilt card with other bytes is said, an unchanged or absent one not
+    stale.write_text("")
+    assert lost.end() == [] and not stale.exists()
     Path(g).write_text("{}")
     Path(t).unlink()
     assert lost.changed() == [g] and f"circuitloc: {g}: rebuilt with other contents" in said.getvalue()

@@ -9,8 +9,9 @@ is gone, lacks a file or holds one of another size is "rebuilt":
 
 - its job is rule `model_rebuilt`'s (rules/models.smk), rule model's job with one more output, a
   marker file that the default target asks for (`markers`): Snakemake's own check (a missing output
-  a target needs) plans it, in a dry run too, with no private part of Snakemake touched and nothing
-  on disk changed at plan time. A run of other targets leaves the weights as they are (a job that
+  a target needs) plans it, in a dry run too, with no private part of Snakemake touched. The run
+  removes the markers at its end, and a marker a killed run left is removed while the plan is made
+  (one left would make the job look done). A run of other targets leaves the weights as they are (a job that
   loads them stops on the card's check, with a hint that rebuilds them);
 - every job that reads its card reads it as `ancient()` (`LostWeights.keep`), so Snakemake does not
   rerun them because the model job runs: the card records only what determines the model (no
@@ -81,8 +82,9 @@ class LostWeights:
         self.main = main
         for card, why in self.cards.items():
             self._say(f"{card}: {why}; the model is rebuilt (what reads its card reruns only if it changes)")
+        self._remove_markers()
         if self.cards:
-            atexit.register(self.changed)
+            atexit.register(self.end)
 
     def _say(self, line):
         print(f"circuitloc: {line}", file=self.stream or sys.stderr)
@@ -117,6 +119,16 @@ class LostWeights:
         if isinstance(files, list | tuple):
             return [self.keep(f, ancient) for f in files]
         return ancient(files) if files in self.cards else files
+
+    def _remove_markers(self):
+        for marker in self.markers():
+            if os.path.isfile(marker):
+                os.remove(marker)
+
+    def end(self) -> list[str]:
+        """At the run's end: the markers removed, and the rebuilt cards that changed said (`changed`)."""
+        self._remove_markers()
+        return self.changed()
 
     def changed(self) -> list[str]:
         """At the run's end: the rebuilt cards whose bytes are not those the run started with (each
