@@ -119,7 +119,7 @@ def _bad_inputs(tmp):
         "IOI parquet column as a substring": {"tasks": {"ioi": {"source": {"kind": "fahamu", "path": str(old)}}}},
         "greedy stop below the threshold": {"curves": {"greedy_stop_damage": 0.3}},
         "a model's own stop below the threshold": {
-            "models": {**_tiny_models(), "tiny_gqa": {**_tiny_models()["tiny_gqa"], "curves": {"ranked_stop_damage": 0.5}}}},
+            "models": {**_tiny_models(), "tiny_gqa": {**_tiny_models()["tiny_gqa"], "curves": {"greedy_stop_damage": 0.5}}}},
         "bad max_memory size": {"models": {"m": {**hf, "max_memory": {0: "lots"}}}},
         "bad max_memory name": {"models": {"m": {**hf, "max_memory": {"gpu0": "70GiB"}}}},
         "huge toy seed": {"models": {"m": {"source": "toy", "toy": {"seed": 2**40}}}},
