@@ -53,7 +53,7 @@ use rule model as model_rebuilt with:
     output:
         card=paths.CARD,
         weights=directory(paths.WEIGHTS),
-        rebuilt=temp(touch(paths.REBUILT)),
+        rebuilt=temp(touch(LOST_WEIGHTS.REBUILT)),
     wildcard_constraints:
         model=LOST_WEIGHTS.pattern(rebuilt=True),
 

@@ -91,6 +91,7 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
     from types import SimpleNamespace
 
     from circuitloc.plan import paths
+    from circuitloc.plan import weights
     from circuitloc.plan.weights import LostWeights, lost_weights
 
     monkeypatch.chdir(tmp_path)
@@ -110,7 +111,7 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
         (t, "its weights file results/models/t/weights/model.safetensors is missing"),
         (g, "its weights file results/models/g/weights/model.safetensors has 4 bytes, its card says 10")]
     said = io.StringIO()
-    stale = Path(paths.REBUILT.format(model="t"))
+    stale = Path(weights.REBUILT.format(model="t"))
     stale.write_text("")  # a marker a killed run left would make the rebuild look done: removed
     lost = LostWeights(SimpleNamespace(is_main_process=True), config, stream=said)
     assert not stale.exists()
@@ -118,7 +119,7 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
                                                "model.safetensors is missing; the model is rebuilt (what reads "
                                                "its card reruns only if it changes)")
     assert lost.pattern(rebuilt=True) == "t|g" and lost.pattern(rebuilt=False) == "new"
-    assert lost.markers() == [paths.REBUILT.format(model=m) for m in ("t", "g")]
+    assert lost.markers() == [weights.REBUILT.format(model=m) for m in ("t", "g")]
     mark = lambda f: ("ancient", f)  # noqa: E731  (Snakemake's ancient() stands in)
     h = paths.CARD.format(model="h")
     assert lost.keep([t, h, "x"], mark) == [("ancient", t), h, "x"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 RESULTS = "results"
 WEIGHTS = f"{RESULTS}/models/{{model}}/weights"
 CARD = f"{RESULTS}/models/{{model}}/card.json"
-# a marker of a model rebuilt for weights a finished run lost (rule model_rebuilt; removed after it)
-REBUILT = f"{RESULTS}/models/{{model}}/rebuilt"
 DATA = f"{RESULTS}/data/{{task}}/{{model}}.parquet"
 FILTER = f"{RESULTS}/data/{{task}}/{{model}}.filter.json"
 SCORES = f"{RESULTS}/scores/{{task}}/{{model}}/{{ablation}}.parquet"

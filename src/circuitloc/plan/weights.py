@@ -34,6 +34,10 @@ import sys
 from circuitloc.plan import paths, views
 from circuitloc.usercommand import command_with
 
+# the marker of a model rebuilt for weights a finished run lost (rule model_rebuilt's output). Here, not
+# in plan.paths: no job imports this module, so it is in no job's code hash
+REBUILT = f"{paths.RESULTS}/models/{{model}}/rebuilt"
+
 
 def lost_weights(config) -> list[tuple[str, str]]:
     """(card path, why) of every model with weights of its own (toy, gguf) whose card exists and whose
@@ -74,6 +78,8 @@ class LostWeights:
     parsed, in the run's own process only, each said on the console, with their cards' sha256 as
     they are now (`changed` compares them at the run's end)."""
 
+    REBUILT = REBUILT
+
     def __init__(self, workflow, config, stream=None):
         main = getattr(workflow, "is_main_process", False)
         self.config, self.stream = config, stream
@@ -103,7 +109,7 @@ class LostWeights:
     def markers(self) -> list[str]:
         """The marker of every rebuilt model (rule model_rebuilt's output): the default target asks
         for them."""
-        return [paths.REBUILT.format(model=m) for m in views.models(self.config)
+        return [REBUILT.format(model=m) for m in views.models(self.config)
                 if paths.CARD.format(model=m) in self.cards]
 
     def keep(self, files, ancient):
