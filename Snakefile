@@ -29,9 +29,9 @@ try:
 except ConfigError as e:  # one line per problem, without a traceback
     sys.exit(str(e))
 
-# A toy's or GGUF model's weights file deleted or truncated inside its weights folder (which Snakemake
-# does not look into): its card is forced (rule model's input function), so a plain rerun rebuilds
-# the model (plan.jobs.weights).
+# A toy's or GGUF model's weights folder deleted, or a file deleted or truncated inside it (which
+# Snakemake does not look into): a plain rerun rebuilds the model (rule model_rebuilt) and reruns
+# what reads its card only if the card changes (plan.jobs.weights).
 from circuitloc.plan.jobs.weights import LostWeights  # noqa: E402
 
 LOST_WEIGHTS = LostWeights(workflow, config)
@@ -89,3 +89,4 @@ rule all:
     default_target: True
     input:
         targets.all_outputs(config),
+        LOST_WEIGHTS.markers(),  # a model whose weights were lost: rule model_rebuilt's marker

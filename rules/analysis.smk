@@ -6,7 +6,7 @@ for _ablations, _models in groups.specificity_groups(config):
         name:
             groups.group_rule(config, "specificity", _ablations)
         input:
-            card=paths.CARD,
+            card=kept(paths.CARD),
             data=lambda wc: [paths.DATA.format(task=t, model=wc.model) for t in views.model_tasks(config, wc.model)],
             scores=lambda wc, abls=_ablations: [
                 paths.SCORES.format(task=t, model=wc.model, ablation=a)
@@ -69,7 +69,7 @@ rule specificity_table:
 
 rule stability:
     input:
-        cards=lambda wc: [views.card(m) for m in views.models_for(config, wc.task)],
+        cards=kept(lambda wc: [views.card(m) for m in views.models_for(config, wc.task)]),
         files=lambda wc: targets.stability_files(config, wc.task),
     output:
         csv=paths.file(paths.STABILITY_TABLE, "csv"),

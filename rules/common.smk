@@ -21,6 +21,13 @@ STAGE_GROUPS = groups.stage_groups(config)
 DAG_RECORD = ".snakemake/circuitloc/dag_jobs.json"
 
 
+def kept(files):
+    """`files` (an input: a pattern, a list, or an input function) with the card of a model rebuilt
+    for weights a finished run lost read as ancient(): the rebuild writes the same card, so what
+    reads it is not rerun for it (plan.jobs.weights)."""
+    return LOST_WEIGHTS.keep(files, ancient)
+
+
 # Code is a rerun trigger: each script rule has `code=code_version("<script>")` among its params
 # (circuitloc.plan.jobs.codehash), so a change to the code a job runs reruns it and what follows.
 def code_version(script):

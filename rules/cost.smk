@@ -7,7 +7,7 @@
 
 rule cost:
     input:
-        targets.cost_inputs(config),
+        kept(targets.cost_inputs(config)),
     output:
         csv=paths.file(paths.COST_TABLE, "csv"),
         html=report(

@@ -6,7 +6,7 @@ for _ablations, _models in ABLATION_GROUPS:
         name:
             groups.group_rule(config, "curves", _ablations)
         input:
-            card=paths.CARD,
+            card=kept(paths.CARD),
             data=paths.DATA,
             scores=[paths.fill(paths.SCORES, ablation=a) for a in _ablations],
         output:

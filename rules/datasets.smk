@@ -1,7 +1,7 @@
 rule dataset:
     input:
         unpack(lambda wc: inputs.dataset_inputs(config, ROOT, wc)),
-        card=paths.CARD,
+        card=kept(paths.CARD),
     output:
         data=paths.DATA,
         filter=paths.FILTER,

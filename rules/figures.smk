@@ -8,11 +8,13 @@ for _tasks, _ablations in targets.task_groups(config):
         input:
             # a sweep's figures show a sample of its models (figures.max_models; plan.jobs.targets.figure_models)
             unpack(
-                targets.per_ablation_inputs(
-                    config,
-                    _ablations,
-                    {"cards": paths.CARD, "scores": paths.SCORES, "curves": paths.CURVES},
-                    targets.figure_models,
+                kept(
+                    targets.per_ablation_inputs(
+                        config,
+                        _ablations,
+                        {"cards": paths.CARD, "scores": paths.SCORES, "curves": paths.CURVES},
+                        targets.figure_models,
+                    )
                 )
             ),
         output:

@@ -9,7 +9,7 @@ for _tasks, _ablations, _models in STAGE_GROUPS:
             groups.stage_rule(config, _tasks, _ablations)
         input:
             unpack(inputs.stage_inputs(config, ROOT, _tasks)),
-            card=paths.CARD,
+            card=kept(paths.CARD),
         output:
             data=[paths.fill(paths.DATA, task=t) for t in _tasks],
             filter=[paths.fill(paths.FILTER, task=t) for t in _tasks],

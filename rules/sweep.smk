@@ -1,7 +1,7 @@
 rule sweep_tables:
     input:
         table1=paths.TABLE1,
-        cards=lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)],
+        cards=kept(lambda wc: [views.card(m) for m in targets.sweep_members(config, wc.task, wc.ablation)]),
         layers=lambda wc: targets.sweep_layer_table(config, wc.task, wc.ablation),
     output:
         csv=paths.file(paths.SWEEP_TABLE, "csv"),

@@ -10,10 +10,17 @@ for _tasks, _ablations in targets.task_groups(config):
             targets.task_rule(config, "tables", _ablations)
         input:
             unpack(
-                targets.per_ablation_inputs(
-                    config,
-                    _ablations,
-                    {"cards": paths.CARD, "scores": paths.SCORES, "curves": paths.CURVES, "controls": paths.CONTROLS},
+                kept(
+                    targets.per_ablation_inputs(
+                        config,
+                        _ablations,
+                        {
+                            "cards": paths.CARD,
+                            "scores": paths.SCORES,
+                            "curves": paths.CURVES,
+                            "controls": paths.CONTROLS,
+                        },
+                    )
                 )
             ),
         output:
@@ -45,7 +52,7 @@ for _tasks, _ablations in targets.task_groups(config):
         name:
             targets.task_rule(config, "mib_importances", _ablations)
         input:
-            unpack(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES})),
+            unpack(kept(targets.per_ablation_inputs(config, _ablations, {"cards": paths.CARD, "scores": paths.SCORES}))),
         output:
             importances=[directory(paths.fill(paths.MIB, ablation=a)) for a in _ablations],
         log:
@@ -68,7 +75,7 @@ for _tasks, _ablations in targets.task_groups(config):
 
 rule claims:
     input:
-        cards=lambda wc: [views.card(m) for m in views.models(config)],
+        cards=kept(lambda wc: [views.card(m) for m in views.models(config)]),
         tables=lambda wc: list(targets.claim_inputs(config).values()),
     output:
         csv=paths.file(paths.CLAIMS_TABLE, "csv"),

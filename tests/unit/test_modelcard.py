@@ -84,12 +84,14 @@ def test_a_card_is_frozen():
 
 def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path, monkeypatch):
     """A toy's or GGUF model's weights folder is a directory() output: Snakemake plans nothing when a
-    file inside it goes. The plan compares each card's record (names and sizes) with its folder and
-    forces the card of a model that lost a file or holds a cut one (plan.jobs.weights); an hf model, a
-    model without a card and a card that does not parse are left alone."""
+    file inside it goes. The plan compares each card's record (names and sizes) with its folder; a
+    model that lost a file or holds a cut one is rule model_rebuilt's (its wildcard pattern), the
+    default target asks for its marker, and what reads its card reads it as ancient() (plan.jobs.weights);
+    an hf model, a model without a card and a card that does not parse are left alone."""
     from types import SimpleNamespace
 
     from circuitloc.plan import paths
+    from circuitloc.plan.jobs import weights
     from circuitloc.plan.jobs.weights import LostWeights, lost_weights
 
     monkeypatch.chdir(tmp_path)
@@ -109,14 +111,31 @@ def test_weights_lost_from_a_finished_run_are_rebuilt_by_a_plain_rerun(tmp_path,
         (t, "its weights file results/models/t/weights/model.safetensors is missing"),
         (g, "its weights file results/models/g/weights/model.safetensors has 4 bytes, its card says 10")]
     said = io.StringIO()
-    dag = SimpleNamespace(forcefiles={"x"})
-    lost = LostWeights(SimpleNamespace(is_main_process=True, dag=dag), config, stream=said)
+    stale = Path(weights.REBUILT.format(model="t"))
+    stale.write_text("")  # a marker a killed run left would make the rebuild look done: removed
+    lost = LostWeights(SimpleNamespace(is_main_process=True), config, stream=said)
+    assert not stale.exists()
     assert said.getvalue().splitlines()[0] == (f"circuitloc: {t}: its weights file results/models/t/weights/"
-                                               "model.safetensors is missing; the model is rebuilt, and what depends on it")
-    # while Snakemake builds the DAG (rule model's input function): the card joins its forced files
-    assert [lost.force(m) for m in ("t", "g", "h", "new")] == [True, True, False, False]
-    assert dag.forcefiles == {"x", t, g}
-    job = SimpleNamespace(is_main_process=False, dag=SimpleNamespace(forcefiles=set()))
-    assert not LostWeights(job, config).force("t") and job.dag.forcefiles == set()
+                                               "model.safetensors is missing; the model is rebuilt (what reads "
+                                               "its card reruns only if it changes)")
+    assert lost.pattern(rebuilt=True) == "t|g" and lost.pattern(rebuilt=False) == "new"
+    assert lost.markers() == [weights.REBUILT.format(model=m) for m in ("t", "g")]
+    mark = lambda f: ("ancient", f)  # noqa: E731  (Snakemake's ancient() stands in)
+    h = paths.CARD.format(model="h")
+    assert lost.keep([t, h, "x"], mark) == [("ancient", t), h, "x"]
+    assert lost.keep(lambda wc: {"cards": [t, h]}, mark)(None) == {"cards": [("ancient", t), h]}
+    assert lost.keep(paths.CARD, mark)(SimpleNamespace(model="g")) == ("ancient", g)
+    assert lost.keep(paths.CARD, mark)(SimpleNamespace(model="new")) == paths.CARD.format(model="new")
+    # the run's end: the markers removed; a rebuilt card with other bytes is said, an unchanged or absent one not
+    stale.write_text("")
+    assert lost.end() == [] and not stale.exists()
+    Path(g).write_text("{}")
+    Path(t).unlink()
+    assert lost.changed() == [g] and f"circuitloc: {g}: rebuilt with other contents" in said.getvalue()
+    Path(g).write_text(json.dumps({"name": "g", "weights": record}))
+    # a job's own process replans nothing: nothing lost, both rules match every model with weights
+    job = LostWeights(SimpleNamespace(is_main_process=False), config)
+    assert job.markers() == [] and job.pattern(True) == job.pattern(False) == "t|g|new"
+    assert job.keep([t], mark) == [t]
     Path(t).write_text("{")  # a card that does not parse: the jobs name it
     assert [card for card, _ in lost_weights(config)] == [g]

@@ -247,7 +247,7 @@ def test_toy_trainer_edit_plans_the_toys_training_and_everything_downstream(fini
     planned = _planned_after_edit(finished, TOY_ENTRY, lambda t: _edit_function(t, "train_toy"))
     assert _planned(finished) == []  # the edit undone: up to date again, no rerun recorded
     affected = _rules_running(finished, TOY_ENTRY)
-    assert affected == ["model", "model_hf"]  # only the model stage's script (both its rules) imports the toy trainer
+    assert affected == ["model", "model_hf", "model_rebuilt"]  # only the model stage's script (its three rules) imports the toy trainer
     assert ("model", (("model", "tiny"),)) in planned
     downstream_of_tiny = _planned(finished, "--forcerun", "results/models/tiny/card.json")
     assert set(downstream_of_tiny) <= set(planned)

@@ -2,6 +2,7 @@
 line without a traceback, an unknown ablation kind is refused at plan time, and a config may run a
 subset of the tasks (the messages themselves: unit/test_config_errors.py)."""
 
+import pytest
 import yaml
 from workflow_helpers import TEST_CONFIG, config_error, planned_jobs, resolve_over_test_config, smk
 
@@ -95,3 +96,59 @@ def test_a_size_error_through_snakemake_names_the_n_the_user_wrote(tmp_path):
     assert out == ["config: tasks.ioi.n = 10 is less than models.toy_mha.tasks.ioi.n_score = 60, the default "
                    "config's override of n_score for toy_mha (config/config.yaml): a task cannot score more prompts "
                    "than it has (raise n, or set models.toy_mha.tasks.ioi.n_score)"]
+
+
+def _tiny_models(**toy_changes):
+    """The tiny config's two stored toys, tiny_mha's toy block changed by `toy_changes`."""
+    models = yaml.safe_load(TEST_CONFIG.read_text())["models"]
+    return {**models, "tiny_mha": {**models["tiny_mha"], "toy": {**models["tiny_mha"]["toy"], **toy_changes}}}
+
+
+def _bad_inputs(tmp):
+    """Issue 65's bad inputs that the plan can see, each as a layer over the tiny config."""
+    import polars as pl
+
+    old = tmp / "old.parquet"
+    pl.DataFrame({"ioi_sentences_old": ["a"]}).write_parquet(old)
+    sweep = yaml.safe_load((TEST_CONFIG.parent.parent / "config" / "sweep.yaml").read_text())["sweep"]
+    hf = {"source": "hf", "hf": "gpt2", "device_map": "auto"}
+    return {
+        "missing facts file": {"tasks": {"facts": {"path": str(tmp / "gone.tsv")}}},
+        "missing IOI parquet": {"tasks": {"ioi": {"source": {"kind": "fahamu", "path": str(tmp / "gone.parquet")}}}},
+        "missing toy checkpoint": {"models": _tiny_models(checkpoint=str(tmp / "gone"))},
+        "IOI parquet column as a substring": {"tasks": {"ioi": {"source": {"kind": "fahamu", "path": str(old)}}}},
+        "greedy stop below the threshold": {"curves": {"greedy_stop_damage": 0.3}},
+        "a model's own stop below the threshold": {
+            "models": {**_tiny_models(), "tiny_gqa": {**_tiny_models()["tiny_gqa"], "curves": {"greedy_stop_damage": 0.5}}}},
+        "bad max_memory size": {"models": {"m": {**hf, "max_memory": {0: "lots"}}}},
+        "bad max_memory name": {"models": {"m": {**hf, "max_memory": {"gpu0": "70GiB"}}}},
+        "huge toy seed": {"models": {"m": {"source": "toy", "toy": {"seed": 2**40}}}},
+        "huge toy eval seed": {"models": {"m": {"source": "toy", "toy": {"eval": {"seed": 2**32}}}}},
+        "huge sweep seed": {"sweep": {**sweep, "seeds": [0, 2**32]}},
+    }
+
+
+BAD_INPUTS = ["missing facts file", "missing IOI parquet", "missing toy checkpoint", "IOI parquet column as a substring",
+              "greedy stop below the threshold", "a model's own stop below the threshold", "bad max_memory size",
+              "bad max_memory name", "huge toy seed", "huge toy eval seed", "huge sweep seed"]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_the_tiny_run_with_a_bad_input_ends_in_one_line(tmp_path, case):
+    """The tiny config with each bad input of issue 65 that the plan can see: the snakemake command
+    stops before any job with the plan's one line (as the plan gives it here: config_error), and
+    no traceback. (Those only a job meets: an MLP width config.json does not match,
+    models/test_weights.py; a full disk and an interrupted job, unit/test_faults.py.)"""
+    cases = _bad_inputs(tmp_path)
+    assert list(cases) == BAD_INPUTS
+    layer = cases[case]
+    expected = config_error(layer)
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump(layer))
+    p = smk("-n", "--configfile", str(TEST_CONFIG), str(cfg), check=False)
+    said = (p.stdout + p.stderr).splitlines()
+    assert p.returncode != 0 and expected in said, said[-20:]
+    assert not [ln for ln in said if "Traceback" in ln or ln.startswith("  File")], said[-20:]
+    assert [ln for ln in said if ln == expected or ln.startswith(("config:", "circuitloc"))] == [expected]
+    assert planned_jobs(p.stdout) == []

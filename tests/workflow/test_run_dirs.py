@@ -1,6 +1,7 @@
 """Run directories: a finished run that is moved or copied plans nothing; two runs at once in one
 directory each keep their own job list for the cost table; a corrupt intermediate is rebuilt, with
-exactly what depends on it, by the command its error gives; one checkout holds several runs
+exactly what depends on it, by the command its error gives; lost weights are rebuilt by the plain
+command and nothing after them reruns; one checkout holds several runs
 (`--directory`); and the workflow works as a Snakemake module from another directory."""
 
 import hashlib
@@ -167,6 +168,42 @@ def test_a_model_rebuilt_with_identical_weights_reruns_nothing_downstream(tiny_r
     # its dependants (the family's shared facts among them, which read every member's card), no model
     assert ("dataset", {"task": "ioi", "model": "tiny_gqa"}) in stamped, stamped
     assert not [job for job in stamped if job[0].startswith("model")], stamped
+
+
+def _job_stats(output: str) -> dict:
+    """{rule: jobs} of the 'Job stats' table Snakemake prints when it starts running."""
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, flags=re.MULTILINE)}
+
+
+@pytest.mark.workflow
+@pytest.mark.long(20)
+@pytest.mark.parametrize("lost", ["folder", "file"])
+def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_reruns(tiny_run, tmp_path, lost):
+    """A finished run whose toy lost its weights folder, or only its model.safetensors (inside the
+    folder, where Snakemake does not look): the plain command, as it was, runs the model's job alone
+    (rule model_rebuilt, and the target), which writes the same weights and card, byte for byte;
+    every result is as before and not one written again, and the next dry run plans nothing."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    folder = run / "results" / "models" / "tiny_gqa" / "weights"
+    weights = folder / "model.safetensors"
+    card = folder.parent / "card.json"
+    before, card_bytes, weight_bytes = _digests(run), card.read_bytes(), weights.read_bytes()
+    mtimes = {f: os.stat(run / f).st_mtime_ns for f in before}
+    shutil.rmtree(folder) if lost == "folder" else weights.unlink()
+    p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run)
+    said = p.stdout + p.stderr
+    assert "results/models/tiny_gqa/card.json: its weights file results/models/tiny_gqa/weights/model.safetensors " \
+           "is missing; the model is rebuilt" in said
+    assert _job_stats(said) == {"model_rebuilt": 1, "all": 1}, said[-3000:]
+    assert weights.read_bytes() == weight_bytes and card.read_bytes() == card_bytes
+    assert "rebuilt with other contents" not in said
+    assert not (folder.parent / "rebuilt").exists()  # the marker is gone with the run
+    assert _digests(run) == before
+    assert {f for f, t in mtimes.items() if os.stat(run / f).st_mtime_ns != t} == set()
+    after = smk("-n", "--configfile", ".test/config.yaml", cwd=run)
+    assert planned_jobs(after.stdout) == [], after.stdout[-3000:]
 
 
 @pytest.mark.workflow

@@ -11,7 +11,7 @@ from circuitloc.atomic import read_json, write_json
 STAGES = ("model", "dataset", "dataset_shared", "model_stages", "scores", "curves", "tables", "mib_importances", "figures",
           "figure_scale", "specificity", "specificity_table", "stability", "robustness", "sweep_tables", "sweep_overview",
           "claims", "landing")
-STAGE_ALIASES = {"model_hf": "model"}  # a rule that counts under another stage
+STAGE_ALIASES = {"model_hf": "model", "model_rebuilt": "model"}  # a rule that counts under another stage
 
 
 def stage_of(rule: str) -> str:

@@ -53,13 +53,10 @@ def stage_inputs(config, root, tasks):
     return files
 
 
-def model_inputs(config, root, wildcards, lost=None) -> dict:
+def model_inputs(config, root, wildcards) -> dict:
     """A toy model's vocabulary and training data come from the IOI resource files and the facts
     file, so it is rebuilt when they change (a stored checkpoint's files are inputs too); other
-    sources read no resource file. `lost`: called with the model while Snakemake builds the DAG
-    (plan.jobs.weights.LostWeights.force: a model whose weights a finished run lost is forced)."""
-    if lost is not None:
-        lost(wildcards.model)
+    sources read no resource file."""
     spec = model_spec(config, wildcards.model)
     if spec.get("source") != "toy":
         return {}

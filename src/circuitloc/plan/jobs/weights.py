@@ -1,21 +1,43 @@
-"""Weights a finished run lost, rebuilt by a plain rerun. A toy's or a GGUF model's weights are a
-directory() output of the model job beside its card, and Snakemake looks no further than the
-directory: a weights file deleted (or truncated) inside it plans nothing, and the next job that
-loads the model fails on the card's check. So while the run is planned, each such model whose card
-exists is compared with its weights folder by the card's own record (each file's name and size; no
-hashing: free), and a model whose folder lacks a file or holds one of another size has its card
-forced (as by Snakemake's --forcerun of that card: the model and what depends on it run again). A
-corrupt file of the right size is still found by the loading job's sha256 check, with its hint.
+"""Weights a finished run lost, rebuilt by a plain rerun, and nothing after them rerun for it.
+
+A toy's or a GGUF model's weights are a directory() output of the model job beside its card, and
+Snakemake looks no further than the directory: a weights file deleted (or truncated) inside it plans
+nothing, and the next job that loads the model fails on the card's check. So while the Snakefile is
+parsed (the run's own process only), each such model whose card exists is compared with its weights
+folder by the card's own record (each file's name and size; no hashing: free); a model whose folder
+is gone, lacks a file or holds one of another size is "rebuilt":
+
+- its job is rule `model_rebuilt`'s (rules/models.smk), rule model's job with one more output, a
+  marker file that the default target asks for (`markers`): Snakemake's own check (a missing output
+  a target needs) plans it, in a dry run too, with no private part of Snakemake touched. The run
+  removes the markers at its end, and a marker a killed run left is removed while the plan is made
+  (one left would make the job look done). A run of other targets leaves the weights as they are (a job that
+  loads them stops on the card's check, with a hint that rebuilds them);
+- every job that reads its card reads it as `ancient()` (`LostWeights.keep`), so Snakemake does not
+  rerun them because the model job runs: the card records only what determines the model (no
+  timings), so a rebuild writes the same bytes. On the next run Snakemake sees the card newer than
+  their outputs but with the checksum it recorded, and reruns nothing either; a card that came back
+  with other bytes (its settings were changed in the same run) fails that checksum, so the next plain
+  run reruns what reads it, and this run says so at its end (`LostWeights.changed`).
+
+A corrupt file of the right size is still found by the loading job's sha256 check, with its hint.
 Standard library only (the plan wing)."""
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
 import os
 import sys
 
 from circuitloc.plan import paths
 from circuitloc.plan.config import views
+from circuitloc.usercommand import command_with
+
+# the marker of a model rebuilt for weights a finished run lost (rule model_rebuilt's output). Here, not
+# in plan.paths: no job imports this module, so it is in no job's code hash
+REBUILT = f"{paths.RESULTS}/models/{{model}}/rebuilt"
 
 
 def lost_weights(config) -> list[tuple[str, str]]:
@@ -44,26 +66,82 @@ def lost_weights(config) -> list[tuple[str, str]]:
     return out
 
 
+def _sha256(path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
 class LostWeights:
     """The models whose weights a finished run lost (`lost_weights`), found while the Snakefile is
-    parsed, in the run's own process only (a job's process replans nothing), each said on the
-    console. `force(model)`, called from the model rule's input function while Snakemake builds its
-    DAG, adds a lost model's card to the DAG's forced files: what `--forcerun <card>` does, so the
-    model and what depends on it run again. Not at parse time: Snakemake parses the Snakefile before
-    it assigns the run's DAG settings and reads their forcerun, so a card added there is lost."""
+    parsed, in the run's own process only, each said on the console, with their cards' sha256 as
+    they are now (`changed` compares them at the run's end)."""
+
+    REBUILT = REBUILT
 
     def __init__(self, workflow, config, stream=None):
-        self.workflow = workflow
-        self.cards = dict(lost_weights(config)) if getattr(workflow, "is_main_process", False) else {}
+        main = getattr(workflow, "is_main_process", False)
+        self.config, self.stream = config, stream
+        self.cards = dict(lost_weights(config)) if main else {}
+        self.before = {card: _sha256(card) for card in self.cards}
+        self.main = main
         for card, why in self.cards.items():
-            print(f"circuitloc: {card}: {why}; the model is rebuilt, and what depends on it",
-                  file=stream or sys.stderr)
+            self._say(f"{card}: {why}; the model is rebuilt (what reads its card reruns only if it changes)")
+        self._remove_markers()
+        if self.cards:
+            atexit.register(self.end)
 
-    def force(self, model: str) -> bool:
-        """Force the card of `model` if it lost weights; whether it did."""
-        card = paths.CARD.format(model=model)
-        forced = getattr(getattr(self.workflow, "dag", None), "forcefiles", None)
-        if card not in self.cards or not isinstance(forced, set):
-            return False
-        forced.add(card)
-        return True
+    def _say(self, line):
+        print(f"circuitloc: {line}", file=self.stream or sys.stderr)
+
+    def pattern(self, rebuilt: bool) -> str:
+        """The wildcard pattern of rule model (`rebuilt` False: the models with weights of their own
+        but those rebuilt) or of rule model_rebuilt (True: those rebuilt). In a job's own process
+        (which replans nothing) both match every such model, and rule model comes first
+        (rules/models.smk's ruleorder), so a job submitted as model_rebuilt is still found."""
+        own = [m for m in views.models(self.config) if views.model_spec(self.config, m).get("source") != "hf"]
+        if not self.main:
+            return views.one_of(own)
+        lost = [m for m in own if paths.CARD.format(model=m) in self.cards]
+        return views.one_of(lost if rebuilt else [m for m in own if m not in lost])
+
+    def markers(self) -> list[str]:
+        """The marker of every rebuilt model (rule model_rebuilt's output): the default target asks
+        for them."""
+        return [REBUILT.format(model=m) for m in views.models(self.config)
+                if paths.CARD.format(model=m) in self.cards]
+
+    def keep(self, files, ancient):
+        """`files` (a path, a list of them, a dict of either, or an input function returning one)
+        with the card of every rebuilt model marked by `ancient` (Snakemake's): what reads it is not
+        rerun because its model job runs. A pattern with `{model}` becomes an input function."""
+        if callable(files):
+            return lambda wc: self.keep(files(wc), ancient)
+        if isinstance(files, str) and "{model}" in files:
+            return lambda wc: self.keep(files.format(model=wc.model), ancient)
+        if isinstance(files, dict):
+            return {k: self.keep(v, ancient) for k, v in files.items()}
+        if isinstance(files, list | tuple):
+            return [self.keep(f, ancient) for f in files]
+        return ancient(files) if files in self.cards else files
+
+    def _remove_markers(self):
+        for marker in self.markers():
+            if os.path.isfile(marker):
+                os.remove(marker)
+
+    def end(self) -> list[str]:
+        """At the run's end: the markers removed, and the rebuilt cards that changed said (`changed`)."""
+        self._remove_markers()
+        return self.changed()
+
+    def changed(self) -> list[str]:
+        """At the run's end: the rebuilt cards whose bytes are not those the run started with (each
+        said on the console, with the command that reruns what reads them); none after a dry run."""
+        out = [card for card, sha in self.before.items() if _sha256(card) not in (sha, None)]
+        for card in out:
+            self._say(f"{card}: rebuilt with other contents; what reads it was not rerun in this run, "
+                      f"the next plain run reruns it: {command_with() or 'the same command'}")
+        return out
