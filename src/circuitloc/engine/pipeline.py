@@ -16,6 +16,7 @@ from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine import ablation
 from circuitloc.engine import greedy
+from circuitloc.engine import mha
 from circuitloc.engine.guided_scan import guided_scores
 from circuitloc.engine.guided_scan import summary as guided_summary
 from circuitloc.engine.job import AblationJob, progress, read_ranked
@@ -60,18 +61,27 @@ def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> N
     """The loop of a job of several ablations: each from the torch seed a job of its own would have,
     each finished one kept in `stash`, one already there (an interrupted run's) not computed again;
     the model loaded once (`loaded`, if the job holds it already). `compute(ablation, files,
-    loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation."""
+    loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation.
+    Under MHA a kv ablation whose query twin the job runs is written from the twin's files (`engine.mha`)."""
 
-    checked = False
-    for ablation_name, out in files.items():
+    checked, done = False, {}
+    for ablation_name, out in mha.query_first(job.card, files).items():
         if stash is not None and stash.restore(ablation_name, out.outputs()):
             log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card.name,
                      ablation_name)
+            done[ablation_name] = out
             continue
-        loaded = loaded or load_engine(job.card, job.device)
-        torch.manual_seed(job.seed)
-        compute(ablation_name, out, loaded, not checked)
-        checked = True
+        twin = mha.query_twin(job.card, ablation_name) if mha.is_kv(ablation_name) else None
+        if twin in done:  # MHA: a kv group is one query head, its files are the query ablation's (engine.mha)
+            mha.write_as_kv(done[twin], out, twin, ablation_name)
+            log.info("%s%s/%s: MHA, kv groups are query heads: written from %s, not recomputed", what,
+                     job.card.name, ablation_name, twin)
+        else:
+            loaded = loaded or load_engine(job.card, job.device)
+            torch.manual_seed(job.seed)
+            compute(ablation_name, out, loaded, not checked)
+            checked = True
+        done[ablation_name] = out
         if stash is not None:
             stash.keep(ablation_name, out.outputs())
     if stash is not None:
