@@ -15,6 +15,7 @@ from circuitloc import io
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine import ablation
+from circuitloc.engine import batching
 from circuitloc.engine import greedy
 from circuitloc.engine import mha
 from circuitloc.engine.guided_scan import guided_scores
@@ -117,6 +118,7 @@ def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded
         1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))
     io.write_parquet(per_prompt, out.prompts)
     io.write_parquet(df, out.scores)
+    log.info("%s: %s", label, batching.fill_line(aj.scanner))
     top = ablation.top(df)
     log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
              f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
@@ -175,6 +177,7 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)
+    log.info("curve %s/%s: %s", name, ablation_name, batching.fill_line(aj.scanner))
     log.info("curve %s/%s: clean %.4f, final damage %.3f", name, ablation_name, clean,
              df.filter(pl.col("method") == "ranked")["damage"][-1])
 
