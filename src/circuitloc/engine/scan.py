@@ -118,23 +118,31 @@ class Scanner(SelfCheck, Incremental):
 
     @contextlib.contextmanager
     def _ablating(self, keep: dict, copies: int, rows: torch.Tensor):
-        """keep[layer]: [copies, H] with 0 where a head is ablated in that copy."""
-        hooks = []
-        for layer, mask in keep.items():
-            repl = self.replacement.get(layer)
+        """keep[layer]: [copies, H] with 0 where a head is ablated in that copy. The masks and row
+        indices are copied to the device once per pass, not in every layer's hook call."""
+        hooks, sites = [], {layer: self._z_site(layer) for layer in keep}
+        w = getattr(next(iter(sites.values()), None), "weight", None)  # the bridge's hook points have none
+        masks = torch.stack(list(keep.values())) if keep else None
+        masks = masks.to(w.device) if isinstance(w, torch.Tensor) and keep else masks
+        at_on = {}  # the rows on each replacement's device, copied once
+        for i, layer in enumerate(keep):
+            repl, site, mask = self.replacement.get(layer), sites[layer], masks[i]
+            if repl is not None and repl.dim() == 4 and repl.device not in at_on:
+                at_on[repl.device] = rows.to(repl.device)
+            at = at_on[repl.device] if repl is not None and repl.dim() == 4 else None
 
-            def hook(mod, args, mask=mask, repl=repl):
+            def hook(mod, args, mask=mask, repl=repl, at=at):
                 x = args[0]
                 b, t = x.shape[:2]
                 z = split_heads(x.reshape(copies, b // copies, t, -1), self.n_heads, self.d_head)
-                m = mask.to(z)[:, None, None, :, None]
+                m = mask.to(z)[:, None, None, :, None]  # on z's device already: a cast at most, no copy
                 z = z * m
                 if repl is not None:
-                    r = repl[rows.to(repl.device), :t] if repl.dim() == 4 else repl
+                    r = repl[at, :t] if at is not None else repl
                     z = z + (1 - m) * r.to(z)
                 return (merge_heads(z).reshape(x.shape),) + tuple(args[1:])
 
-            hooks.append((self._z_site(layer), hook))
+            hooks.append((site, hook))
         with hooked(hooks):
             yield
 
