@@ -78,7 +78,10 @@ def test_padded_buckets_hold_every_prompt_once_within_the_budget():
 def test_chunks_merge_start_layers_only_when_filled():
     starts = [2, 0, 1, 0, 2, 1, 3]
     assert list(batching.chunks(starts, 3)) == [([1, 3], 0), ([2, 5], 1), ([0, 4], 2), ([6], 3)]
-    assert list(batching.chunks(starts, 3, fill=True)) == [([1, 3, 2], 0), ([5, 0, 4], 1), ([6], 3)]
+    assert list(batching.chunks(starts, 3, fill=True, n_layers=4)) == [([1, 3, 2], 0), ([5, 0, 4], 1), ([6], 3)]
+    # 16 layers: a pass at layer 0 takes sets up to layer 2, one at 8 up to 9; room is not enough
+    starts = [0, 2, 3, 8, 9, 10]
+    assert list(batching.chunks(starts, 6, fill=True, n_layers=16)) == [([0, 1], 0), ([2], 3), ([3, 4], 8), ([5], 10)]
     plain, _ = scanners("neox")
     assert batching.fill_line(plain) == "batch fill: no ablated pass"
     plain.run(random_prompts(VOCAB, n=4, seed=1), [{}], {"ld": ld})

@@ -6,22 +6,30 @@ and a pass holds sets that resume at one layer, so that no set pays for an earli
 prompt for padding: exact to the bit, but on a large device many passes are a few copies of a few
 dozen tokens. `fill` (the scanner's; on by default off the CPU: engine.select) pads prompts of
 different lengths into one group and lets a pass take sets of later start layers once those of its
-own are used up, until the token budget: fewer, fuller passes, the same numbers within float
-rounding (tests/unit/test_batch_fill.py). `fill_line` is what a job logs of it."""
+own are used up, until the token budget (within a few layers: `slack`): fewer, fuller passes, the
+same numbers within float rounding (tests/unit/test_batch_fill.py). `fill_line` is what a job logs of it."""
 
 from __future__ import annotations
 
 
-def chunks(starts: list[int], copies_max: int, fill: bool = False):
+def chunks(starts: list[int], copies_max: int, fill: bool = False, n_layers: int = 0):
     """(set indices, the layer they resume at) of every pass over one prompt group, `starts` being
     each set's first ablated layer. Unfilled: the sets of each start layer, earliest first, in
-    passes of at most `copies_max`; filled: every set in order of its start, cut into passes of
-    `copies_max` (a pass resumes at its first set's layer)."""
+    passes of at most `copies_max`. Filled: every set in order of its start, a pass taking sets of
+    later start layers while it has room and they start at most `slack` layers after it (an
+    eighth of the layers it runs, at least one, of `n_layers`): a set pays for at most that many
+    layers before its own, so a pass of a large budget does not give up the resume."""
     order = sorted(range(len(starts)), key=lambda i: (starts[i], i))
     if fill:
-        for c0 in range(0, len(order), copies_max):
-            idx = order[c0 : c0 + copies_max]
-            yield idx, starts[idx[0]]
+        run: list[int] = []
+        for i in order:
+            first = starts[run[0]] if run else starts[i]
+            if run and (len(run) == copies_max or starts[i] - first > slack(first, n_layers)):
+                yield run, first
+                run = []
+            run.append(i)
+        if run:
+            yield run, starts[run[0]]
         return
     by_start: dict[int, list[int]] = {}
     for i in order:
@@ -29,6 +37,12 @@ def chunks(starts: list[int], copies_max: int, fill: bool = False):
     for start, group in by_start.items():
         for c0 in range(0, len(group), copies_max):
             yield group[c0 : c0 + copies_max], start
+
+
+def slack(start: int, n_layers: int) -> int:
+    """How many layers after a filled pass's start its sets may start: an eighth of the layers it
+    runs, at least one."""
+    return max(1, (n_layers - start) // 8)
 
 
 def count(scanner, copies: int, tokens: int) -> None:

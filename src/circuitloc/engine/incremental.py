@@ -114,7 +114,7 @@ class Incremental:
             sub = prompts.take(rows)
             self._share = sub.input_ids.numel() / (n * width)
             copies_max = max(1, self.max_batch_tokens // sub.input_ids.numel())
-            for idx, start in batching.chunks(starts, copies_max, self.fill):
+            for idx, start in batching.chunks(starts, copies_max, self.fill, n_layers):
                 logits, new = self._capture(streams[b], start, [full[i] for i in idx], sub, rows)
                 kept.append(new)
                 fields = {k: v.to(logits.device).repeat(len(idx)) for k, v in sub.fields.items()}

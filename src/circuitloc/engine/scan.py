@@ -234,7 +234,7 @@ class Scanner(SelfCheck, Incremental):
         """Sets that resume at the same layer share a pass, no set paying for an earlier start;
         filled (`fill`), a pass takes later starts too (engine.batching.chunks)."""
         starts = [min(s, default=n_layers) if self.prefix_reuse else 0 for s in ablations]
-        for idx, _ in batching.chunks(starts, copies_max, self.fill):
+        for idx, _ in batching.chunks(starts, copies_max, self.fill, n_layers):
             yield idx
 
     def _buckets(self, prompts: Prompts) -> list[torch.Tensor]:
