@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from circuitloc import weightstamps
 from circuitloc.errors import CircuitlocError, ConfigError
 
 log = logging.getLogger("circuitloc")
@@ -28,6 +29,7 @@ def setup(log_path=None, threads: int | None = None, seed: int = 0) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no download bars between the job's lines
     if threads is None:
         return
+    weightstamps.use()  # a job that loads a model reuses the weights' hash of an earlier job
     import torch
     from transformers.utils import logging as hf_logging
 

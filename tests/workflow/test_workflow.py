@@ -100,15 +100,34 @@ def test_paper_config_dry_run_builds_the_dag_offline():
     out = p.stdout + p.stderr
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
     assert int(stats["model_hf"]) == 6 and "model" not in stats  # hf models: a card, no weights of their own
-    abl = 3 * 2  # zero, mean, resample x query, kv
-    # ioi, induction, facts, facts_shared; group_ablations: false, so a job (and a rule) per ablation
+    # ioi, induction, facts, facts_shared; group_ablations: true, so one job per model and task runs
+    # all six ablations (zero, mean, resample x query, kv) on one model load (bench/loads.py)
     def jobs(stage):
         return sum(int(v) for k, v in stats.items() if re.fullmatch(rf"{stage}(__\w+)?", k))
 
-    assert jobs("scores") == 6 * 4 * abl
+    assert jobs("scores") == jobs("curves") == 6 * 4 and int(stats["scores"]) == 6 * 4
     assert int(stats["tables"]) == 4 and int(stats["figures"]) == 4  # one job per task: all its ablations
-    assert jobs("specificity") == 6 * abl and int(stats["stability"]) == 3
+    assert jobs("specificity") == 6 and int(stats["stability"]) == 3
     assert int(stats["robustness"]) == 1
+
+
+def test_bench_loads_counts_one_load_per_model_job_and_one_hash_per_model():
+    """bench/loads.py on the paper's config, per ablation and grouped: every score, curve and
+    specificity job and the facts dataset job loads the model once; stamped, each model's weights
+    are hashed once (by its model job), else once more per load."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("loads", ROOT / "bench" / "loads.py")
+    loads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loads)
+    own = loads.own_weights_models("config/paper.yaml", [])
+    for grouped, per_task in (("false", 6), ("true", 1)):
+        jobs = loads.planned_jobs("config/paper.yaml", [f"group_ablations={grouped}"])
+        counts = loads.count(jobs, {"facts"}, own)
+        assert len(counts) == 6 and not own  # the paper's models are all hub models
+        for c in counts.values():  # 4 task conditions x (score + curve) + specificity, + facts' dataset
+            assert c["loads"] == 4 * 2 * per_task + per_task + 1
+            assert c["hash_every_load"] == c["loads"] + 1 and c["hash_once"] == 1
 
 
 def test_schema_error_names_the_field(tmp_path):

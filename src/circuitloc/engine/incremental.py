@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from circuitloc.engine import batching
 from circuitloc.engine.layout import hooked
 from circuitloc.prompts import Prompts
 
@@ -73,6 +74,7 @@ class Incremental:
         with self._ablating(self._masks(sets, start), copies, rows), hooked(grab if copies == 1 else [], True):
             logits = self._forward_from(stream, start, copies, last)
         self.forward_passes += copies * (n_layers - start) / n_layers * self._share
+        batching.count(self, copies, sub.input_ids.numel())
         new = stream[: start + 1] + [cache[i] for i in range(start + 1, n_layers)] if copies == 1 else None
         return logits, new
 
@@ -103,30 +105,25 @@ class Incremental:
         n, width = prompts.input_ids.shape
         n_layers = len(self.layers)
         out = {k: torch.empty(len(additions), n) for k in metrics}
-        buckets = prompts.buckets(self.max_batch_tokens)
+        buckets = self._buckets(prompts)
         streams = self._base_streams(prompts, buckets, base, width)
         full = [union(base, a) for a in additions]
-        by_start: dict[int, list[int]] = {}
-        for i, a in enumerate(additions):
-            by_start.setdefault(min(_first_layer(_key(a), n_layers), n_layers - 1), []).append(i)
+        starts = [min(_first_layer(_key(a), n_layers), n_layers - 1) for a in additions]
         kept = []
         for b, rows in enumerate(buckets):
             sub = prompts.take(rows)
             self._share = sub.input_ids.numel() / (n * width)
             copies_max = max(1, self.max_batch_tokens // sub.input_ids.numel())
-            for start in sorted(by_start):
-                group = by_start[start]
-                for c0 in range(0, len(group), copies_max):
-                    idx = group[c0 : c0 + copies_max]
-                    logits, new = self._capture(streams[b], start, [full[i] for i in idx], sub, rows)
-                    kept.append(new)
-                    fields = {k: v.to(logits.device).repeat(len(idx)) for k, v in sub.fields.items()}
-                    for name, fn in metrics.items():
-                        vals = fn(logits, fields).float().cpu().view(len(idx), -1)
-                        self._finite(vals, f"the {name}", [full[i] for i in idx])
-                        out[name][torch.tensor(idx)[:, None], rows[None, :]] = vals
-                    if progress:
-                        progress(len(idx) * len(rows) / n)
+            for idx, start in batching.chunks(starts, copies_max, self.fill, n_layers):
+                logits, new = self._capture(streams[b], start, [full[i] for i in idx], sub, rows)
+                kept.append(new)
+                fields = {k: v.to(logits.device).repeat(len(idx)) for k, v in sub.fields.items()}
+                for name, fn in metrics.items():
+                    vals = fn(logits, fields).float().cpu().view(len(idx), -1)
+                    self._finite(vals, f"the {name}", [full[i] for i in idx])
+                    out[name][torch.tensor(idx)[:, None], rows[None, :]] = vals
+                if progress:
+                    progress(len(idx) * len(rows) / n)
         if len(additions) == 1:
             self._keep(prompts, _key(full[0]), kept)
         else:

@@ -15,7 +15,9 @@ from circuitloc import io
 from circuitloc import metrics
 from circuitloc import stats
 from circuitloc.engine import ablation
+from circuitloc.engine import batching
 from circuitloc.engine import greedy
+from circuitloc.engine import mha
 from circuitloc.engine.guided_scan import guided_scores
 from circuitloc.engine.guided_scan import summary as guided_summary
 from circuitloc.engine.job import AblationJob, progress, read_ranked
@@ -60,18 +62,27 @@ def _each(what: str, job: JobSettings, files: dict, stash, loaded, compute) -> N
     """The loop of a job of several ablations: each from the torch seed a job of its own would have,
     each finished one kept in `stash`, one already there (an interrupted run's) not computed again;
     the model loaded once (`loaded`, if the job holds it already). `compute(ablation, files,
-    loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation."""
+    loaded, self_check)`: one ablation; `what`: the log's name for the job, before model/ablation.
+    Under MHA a kv ablation whose query twin the job runs is written from the twin's files (`engine.mha`)."""
 
-    checked = False
-    for ablation_name, out in files.items():
+    checked, done = False, {}
+    for ablation_name, out in mha.query_first(job.card, files).items():
         if stash is not None and stash.restore(ablation_name, out.outputs()):
             log.info("%s%s/%s: finished by an earlier, interrupted run of this job; kept", what, job.card.name,
                      ablation_name)
+            done[ablation_name] = out
             continue
-        loaded = loaded or load_engine(job.card, job.device)
-        torch.manual_seed(job.seed)
-        compute(ablation_name, out, loaded, not checked)
-        checked = True
+        twin = mha.query_twin(job.card, ablation_name) if mha.is_kv(ablation_name) else None
+        if twin in done:  # MHA: a kv group is one query head, its files are the query ablation's (engine.mha)
+            mha.write_as_kv(done[twin], out, twin, ablation_name)
+            log.info("%s%s/%s: MHA, kv groups are query heads: written from %s, not recomputed", what,
+                     job.card.name, ablation_name, twin)
+        else:
+            loaded = loaded or load_engine(job.card, job.device)
+            torch.manual_seed(job.seed)
+            compute(ablation_name, out, loaded, not checked)
+            checked = True
+        done[ablation_name] = out
         if stash is not None:
             stash.keep(ablation_name, out.outputs())
     if stash is not None:
@@ -107,6 +118,7 @@ def score(job: JobSettings, dataset, ablation_name: str, out: ScoreFiles, loaded
         1, pl.Series("floor", np.broadcast_to(np.asarray(floor_pp, float), (len(per_prompt),)), dtype=pl.Float64))
     io.write_parquet(per_prompt, out.prompts)
     io.write_parquet(df, out.scores)
+    log.info("%s: %s", label, batching.fill_line(aj.scanner))
     top = ablation.top(df)
     log.info("%s: top unit %s drop %.4f%s", label, top["unit"], top["drop"],
              f" [{top['drop_lo']:.4f}, {top['drop_hi']:.4f}], top in {100 * top['top_freq']:.0f}% of resamples"
@@ -165,6 +177,7 @@ def curve(job: JobSettings, dataset, ablation_name: str, out: CurveFiles, loaded
     ctrl = ctrl.with_columns(clean=pl.lit(clean, pl.Float64), floor=pl.lit(floor, pl.Float64))
     io.write_parquet(df, out.curve)
     io.write_parquet(ctrl, out.control)
+    log.info("curve %s/%s: %s", name, ablation_name, batching.fill_line(aj.scanner))
     log.info("curve %s/%s: clean %.4f, final damage %.3f", name, ablation_name, clean,
              df.filter(pl.col("method") == "ranked")["damage"][-1])
 

@@ -39,6 +39,7 @@ from circuitloc.engine.layout import (
     out_proj,
     split_heads,
 )
+from circuitloc.engine import batching
 from circuitloc.engine.incremental import Incremental
 from circuitloc.engine.selfcheck import SelfCheck
 from circuitloc.errors import (
@@ -60,6 +61,7 @@ class Scanner(SelfCheck, Incremental):
     cumulative steps resumed from their base set's kept stream, engine.incremental)."""
 
     engine = "scan"  # which engine ran, as jobs record it (`BridgeScanner.engine`: "bridge")
+    fill = False  # True: pad-merged buckets and merged start layers (engine.batching; `engine.select` sets it)
 
     def __init__(self, hf_model, n_heads: int, d_head: int, max_batch_tokens: int = 4096,
                  replacement: dict | None = None, prefix_reuse: bool = True):
@@ -117,23 +119,31 @@ class Scanner(SelfCheck, Incremental):
 
     @contextlib.contextmanager
     def _ablating(self, keep: dict, copies: int, rows: torch.Tensor):
-        """keep[layer]: [copies, H] with 0 where a head is ablated in that copy."""
-        hooks = []
-        for layer, mask in keep.items():
-            repl = self.replacement.get(layer)
+        """keep[layer]: [copies, H] with 0 where a head is ablated in that copy. The masks and row
+        indices are copied to the device once per pass, not in every layer's hook call."""
+        hooks, sites = [], {layer: self._z_site(layer) for layer in keep}
+        w = getattr(next(iter(sites.values()), None), "weight", None)  # the bridge's hook points have none
+        masks = torch.stack(list(keep.values())) if keep else None
+        masks = masks.to(w.device) if isinstance(w, torch.Tensor) and keep else masks
+        at_on = {}  # the rows on each replacement's device, copied once
+        for i, layer in enumerate(keep):
+            repl, site, mask = self.replacement.get(layer), sites[layer], masks[i]
+            if repl is not None and repl.dim() == 4 and repl.device not in at_on:
+                at_on[repl.device] = rows.to(repl.device)
+            at = at_on[repl.device] if repl is not None and repl.dim() == 4 else None
 
-            def hook(mod, args, mask=mask, repl=repl):
+            def hook(mod, args, mask=mask, repl=repl, at=at):
                 x = args[0]
                 b, t = x.shape[:2]
                 z = split_heads(x.reshape(copies, b // copies, t, -1), self.n_heads, self.d_head)
-                m = mask.to(z)[:, None, None, :, None]
+                m = mask.to(z)[:, None, None, :, None]  # on z's device already: a cast at most, no copy
                 z = z * m
                 if repl is not None:
-                    r = repl[rows.to(repl.device), :t] if repl.dim() == 4 else repl
+                    r = repl[at, :t] if at is not None else repl
                     z = z + (1 - m) * r.to(z)
                 return (merge_heads(z).reshape(x.shape),) + tuple(args[1:])
 
-            hooks.append((self._z_site(layer), hook))
+            hooks.append((site, hook))
         with hooked(hooks):
             yield
 
@@ -222,21 +232,21 @@ class Scanner(SelfCheck, Incremental):
         return [cache[i] for i in range(len(self.layers))]
 
     def _chunks(self, ablations, copies_max, n_layers):
-        """Sets that resume at the same layer share a pass; no set pays for an earlier start."""
-        by_start: dict[int, list[int]] = {}
-        for i, s in enumerate(ablations):
-            by_start.setdefault(min(s, default=n_layers) if self.prefix_reuse else 0, []).append(i)
-        for start in sorted(by_start):
-            group = by_start[start]
-            for c0 in range(0, len(group), copies_max):
-                yield group[c0 : c0 + copies_max]
+        """Sets that resume at the same layer share a pass, no set paying for an earlier start;
+        filled (`fill`), a pass takes later starts too (engine.batching.chunks)."""
+        starts = [min(s, default=n_layers) if self.prefix_reuse else 0 for s in ablations]
+        for idx, _ in batching.chunks(starts, copies_max, self.fill, n_layers):
+            yield idx
+
+    def _buckets(self, prompts: Prompts) -> list[torch.Tensor]:
+        return prompts.buckets(self.max_batch_tokens, pad=self.fill)
 
     # -- public ---------------------------------------------------------------------------
     @torch.no_grad()
     def last_logits(self, prompts: Prompts) -> torch.Tensor:
         """Clean logits at each prompt's last position, [N, vocab], in prompt order."""
         out = None
-        for rows in prompts.buckets(self.max_batch_tokens):
+        for rows in self._buckets(prompts):
             sub = prompts.take(rows)
             dev = input_device(self.model)
             embeds = self.model.get_input_embeddings()(sub.input_ids.to(dev))
@@ -254,7 +264,7 @@ class Scanner(SelfCheck, Incremental):
         n, width = prompts.input_ids.shape
         out = {k: torch.empty(len(ablations), n) for k in metrics}
         n_layers = len(self.layers)
-        for rows in prompts.buckets(self.max_batch_tokens):
+        for rows in self._buckets(prompts):
             sub = prompts.take(rows)
             share = sub.input_ids.numel() / (n * width)  # of one padded forward over all prompts
             starts = self._starts(sub, share)
@@ -275,6 +285,7 @@ class Scanner(SelfCheck, Incremental):
                 with self._ablating(keep, copies, rows):
                     logits = self._forward_from(starts, start, copies, last)
                 self.forward_passes += copies * (n_layers - start) / n_layers * share
+                batching.count(self, copies, sub.input_ids.numel())
                 for name, fn in metrics.items():
                     vals = fn(logits, fields).float().cpu().view(copies, -1)
                     self._finite(vals, f"the {name}", sets)

@@ -80,7 +80,10 @@ def scanner_for(card: ModelCard, loaded, batch_tokens: int | str, device: str = 
         bridge = bridge_over(card, model, tokenizer, device)
         return BridgeScanner(bridge, card.n_heads, card.d_head, batch_tokens, reference=model)
     try:
-        return Scanner(model, card.n_heads, card.d_head, batch_tokens)
+        scanner = Scanner(model, card.n_heads, card.d_head, batch_tokens)
+        # off the CPU, fewer and fuller passes (engine.batching); on it, the default run's exact numbers
+        scanner.fill = device != "cpu"
+        return scanner
     except UnsupportedArchitectureError as e:
         if engine == "scan":
             raise

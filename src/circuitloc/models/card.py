@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from circuitloc import weightstamps
 from circuitloc.errors import ModelSourceError
 from circuitloc.modelcard import ModelCard
 from circuitloc.plan.jobs.resources import DEFAULT_DTYPE
@@ -66,6 +67,8 @@ def weights_record(path) -> dict:
     """Each weights file's size and sha256, hashed once here at build, and one sha256 over them all
     (`sha256`: one value that names the weights, e.g. to compare two builds)."""
     files = {f.name: {"bytes": f.stat().st_size, "sha256": sha256_file(f)} for f in weight_files(path)}
+    for f in weight_files(path):  # the jobs that load them reuse this hash (circuitloc.weightstamps)
+        weightstamps.remember(f, files[f.name]["sha256"])
     if not files:
         raise ModelSourceError(f"{path} holds no weights file ({', '.join(WEIGHT_FILES)})")
     listing = "".join(f"{name} {v['bytes']} {v['sha256']}\n" for name, v in files.items())

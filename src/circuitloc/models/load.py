@@ -11,6 +11,7 @@ from time import perf_counter
 
 import torch
 
+from circuitloc import weightstamps
 from circuitloc.errors import ConfigError, ModelSourceError
 from circuitloc.modelcard import ModelCard
 from circuitloc.models.card import sha256_file
@@ -68,7 +69,8 @@ def load_tokenizer(path: str):
 
 def check_weights(card: ModelCard) -> None:
     """The weights a job is about to load are the ones its card was built from: each file's size
-    (free: catches a truncated file at once), then its sha256, streamed. A corrupt file is a
+    (free: catches a truncated file at once), then its sha256, streamed, unless a stamp says the
+    file hashed to it before and is unchanged since (circuitloc.weightstamps: once per model). A corrupt file is a
     one-line error naming it and saying how to get it back, not a model that computes garbage.
     A card without a weights record (one a test builds in memory) is not checked."""
 
@@ -82,15 +84,20 @@ def check_weights(card: ModelCard) -> None:
         if f.stat().st_size != want["bytes"]:
             raise ModelSourceError(f"model {card.name!r}: weights file {f} has {f.stat().st_size} bytes, its card "
                                    f"says {want['bytes']} (truncated or replaced); {_restore_hint(card, True)}")
+    hashed = 0
     for name, want in files.items():
         f = Path(card.path) / name
-        got = sha256_file(f)
+        if weightstamps.known(f, want["sha256"]):  # hashed before, unchanged since: the card's hash holds
+            continue
+        got, hashed = sha256_file(f), hashed + 1
         if got != want["sha256"]:
             raise ModelSourceError(f"model {card.name!r}: weights file {f} is corrupt (sha256 {got}, its card "
                                    f"says {want['sha256']}); {_restore_hint(card)}")
+        weightstamps.remember(f, got)
     if files:
-        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %.1f s)", card.name,
-                                             len(files), perf_counter() - t0)
+        logging.getLogger("circuitloc").info("model %s: weights match the card (%d files, %d hashed, the rest as "
+                                             "hashed before and unchanged since; %.1f s)", card.name, len(files),
+                                             hashed, perf_counter() - t0)
 
 
 def _restore_hint(card: ModelCard, seen_by_plan: bool = False) -> str:
