@@ -11,8 +11,8 @@ import polars as pl
 
 from circuitloc import io
 from circuitloc.modelcard import ModelCard
-from circuitloc.plan import registry
-from circuitloc.plan.labels import KV, LABEL_FORMAT, QUERY, UNIT_LABEL
+from circuitloc.plan.vocabulary import catalog as registry
+from circuitloc.plan.vocabulary.labels import KV, LABEL_FORMAT, QUERY, UNIT_LABEL
 
 _HEAD = UNIT_LABEL[QUERY].pattern.strip("^$").replace(r"\d+", r"(\d+)")
 _AS_GROUP = LABEL_FORMAT[KV].format(layer="${1}", index="${2}")
