@@ -207,11 +207,11 @@ def clopper_pearson(k: int, n: int, ci: float = 0.95) -> tuple[float, float]:
 
 
 def audit_agreement(curve: pl.DataFrame, ci: float = 0.95) -> dict:
-    """A curve file's guided greedy audit (engine.greedy): its steps chosen by attribution
-    (`n_guided_steps`), its audited steps, how many of them agree (attribution's pick was the exact
+    """A curve file's guided (or screened) greedy audit (engine.greedy): its steps chosen from a
+    shortlist (`n_guided_steps`: attribution's, or the screen's), its audited steps, how many of them agree (attribution's pick was the exact
     best) and that share in % with its exact Clopper-Pearson `ci` interval (NaN without audited steps)."""
     g = curve.filter(pl.col("method") == "greedy") if "method" in curve.columns else curve.clear()
-    guided = int((g["chosen_by"] == "guided").sum()) if "chosen_by" in g.columns else 0
+    guided = int((g["chosen_by"].fill_null("exact") != "exact").sum()) if "chosen_by" in g.columns else 0
     audited = g.filter(pl.col("audited").fill_null(False)) if "audited" in g.columns else g.clear()
     n = len(audited)
     k = int(audited["audit_agrees"].fill_null(False).sum()) if n else 0

@@ -69,6 +69,8 @@ def test_a_curve_that_was_not_guided_has_no_share():
     assert ranked_only["n_audited_steps"] == 0 and math.isnan(ranked_only["audit_agree_pct"])
     blind = intervals.audit_agreement(curve([("guided", False, None)] * 3))  # greedy_audit: 0
     assert blind["n_guided_steps"] == 3 and blind["n_audited_steps"] == 0
+    screened = intervals.audit_agreement(curve([("screened", False, None)] * 2))  # a screened greedy's shortlist
+    assert screened["n_guided_steps"] == 2 and screened["n_audited_steps"] == 0
 
 
 def test_table2_shows_the_audit_per_model_in_its_csv_markdown_and_page(tmp_path):

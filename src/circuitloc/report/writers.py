@@ -48,7 +48,7 @@ def write_table2(job: TableJob, cards: dict, curves: dict, controls: dict, out: 
     write_table(df, out.csv, out.md, f"Table 2 — {job.task}, {job.ablation} ablation: top head alone, and random "
                                      "non-top units as a control (any layer below six layers, else the middle "
                                      "third: control_rule; the largest draw with its 95% interval; audit agrees: the "
-                                     "guided greedy's audited steps where attribution's pick was the exact best, exact "
+                                     "guided (or screened) greedy's audited steps where its pick was the exact best, exact "
                                      "Clopper-Pearson 95% interval)", shown=table2_form(df))
 
 
