@@ -6,13 +6,14 @@ Every function takes one row per ratio, numerator `num` [U, N] and denominator `
 same code reads the intervals of a run's units and of thousands of simulated prompt sets at once
 (tests/unit/test_coverage.py measures its coverage that way). The damage interval is studentized where
 the span is quiet, Fieller's where it is noisy, and widened where the prompts are skewed
-(`damage_bounds`).
+(`damage_bounds`). And the binomial interval of a guided greedy's audit (`audit_agreement`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ndtr, ndtri, stdtrit
+import polars as pl
+from scipy.special import betaincinv, ndtr, ndtri, stdtrit
 
 RATIO_METHODS = ("percentile", "bca", "studentized", "fieller")
 # The span's relative standard error se(mean span) / |mean span| (= its per-prompt CV / sqrt(N))
@@ -192,3 +193,29 @@ def note(method, few) -> str:
     """The tables' note on one damage interval (`*_ci_note`): `SKEWED_NOTE` where it was widened,
     `FEW_NOTE` with fewer than `MIN_PROMPTS` prompts, both joined by '; ', else ''."""
     return "; ".join(n for n, on in ((SKEWED_NOTE, method == WIDENED), (FEW_NOTE, bool(few))) if on)
+
+
+def clopper_pearson(k: int, n: int, ci: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) `ci` interval of a binomial share k / n: the p at which
+    P(X >= k) and P(X <= k) are each (1 - ci) / 2 (0 for k = 0, 1 for k = n); (NaN, NaN) for n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    a = (1 - ci) / 2
+    lo = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, a))
+    hi = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - a))
+    return lo, hi
+
+
+def audit_agreement(curve: pl.DataFrame, ci: float = 0.95) -> dict:
+    """A curve file's guided (or screened) greedy audit (engine.greedy): its steps chosen from a
+    shortlist (`n_guided_steps`: attribution's, or the screen's), its audited steps, how many of them agree (attribution's pick was the exact
+    best) and that share in % with its exact Clopper-Pearson `ci` interval (NaN without audited steps)."""
+    g = curve.filter(pl.col("method") == "greedy") if "method" in curve.columns else curve.clear()
+    guided = int((g["chosen_by"].fill_null("exact") != "exact").sum()) if "chosen_by" in g.columns else 0
+    audited = g.filter(pl.col("audited").fill_null(False)) if "audited" in g.columns else g.clear()
+    n = len(audited)
+    k = int(audited["audit_agrees"].fill_null(False).sum()) if n else 0
+    lo, hi = clopper_pearson(k, n, ci)
+    return {"n_guided_steps": guided, "n_audited_steps": n, "n_audit_agrees": k,
+            "audit_agree_pct": 100 * k / n if n else float("nan"), "audit_agree_pct_lo": 100 * lo,
+            "audit_agree_pct_hi": 100 * hi}

@@ -107,7 +107,8 @@ SCHEMA_CURVE_KEYS = ("greedy_candidates", "greedy_steps", "control_draws", "prom
 # a run's job params are what they were; engine.settings.CurveSettings reads it), and the names the
 # plans built from the settings give them (engine.settings.Greedy, RankedPlan).
 CODE_CURVE_KEYS = {"greedy_stop_damage": ("stop_damage",), "greedy_guided": ("guided",), "greedy_audit": ("audit",),
-                   "greedy_attribution": ("attribution",), "ig_steps": (), "ranked_stop_damage": ("stop_damage",),
+                   "greedy_attribution": ("attribution",), "ig_steps": (), "greedy_screen": ("screen",),
+                   "greedy_recheck": ("recheck",), "ranked_stop_damage": ("stop_damage",),
                    "ranked_stop_patience": ("stop_patience", "patience"), "sufficiency": ()}
 SCORE_KEYS = ("method", "audit", "level", "top")
 # where scores.* are read (their names are too common to look for everywhere: a `method` of an interval)

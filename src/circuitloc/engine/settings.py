@@ -31,7 +31,8 @@ class CurveSettings:
     `greedy_steps`, `greedy_stop_damage`; needed only where `methods` has greedy), and whether
     attribution guides it (`greedy_guided`: None, every candidate run exactly; c, only the c best by
     attribution; `greedy_audit`: share of steps whose whole pool also runs; `greedy_attribution`:
-    linear or ig, with `ig_steps`), the ranked curve's early stop (`ranked_stop_damage`, None:
+    linear or ig, with `ig_steps`), or a screen does (`greedy_screen`: None, off; n, every candidate
+    run on n of the selection prompts and its best `greedy_recheck` on all of them), the ranked curve's early stop (`ranked_stop_damage`, None:
     never; `ranked_stop_patience` steps), and whether MIB's sufficiency curve runs (`sufficiency`:
     ~10 forward passes from layer 0 a curve; only CPR and CMD read it, no paper table).
 
@@ -50,6 +51,8 @@ class CurveSettings:
     greedy_audit: float = CURVE_DEFAULTS["greedy_audit"]
     greedy_attribution: str = CURVE_DEFAULTS["greedy_attribution"]
     ig_steps: int = CURVE_DEFAULTS["ig_steps"]
+    greedy_screen: int | None = CURVE_DEFAULTS["greedy_screen"]
+    greedy_recheck: int = CURVE_DEFAULTS["greedy_recheck"]
     ranked_stop_damage: float | None = CURVE_DEFAULTS["ranked_stop_damage"]
     ranked_stop_patience: int = CURVE_DEFAULTS["ranked_stop_patience"]
     sufficiency: bool = CURVE_DEFAULTS["sufficiency"]
@@ -75,7 +78,8 @@ class CurveSettings:
         """The greedy curve's plan from these settings; `label`: the job's name in its log lines."""
         return Greedy(candidates=self.greedy_candidates, steps=self.greedy_steps, stop_damage=self.greedy_stop_damage,
                       label=label, guided=self.greedy_guided, audit=self.greedy_audit,
-                      attribution=self.greedy_attribution, ig_steps=self.ig_steps)
+                      attribution=self.greedy_attribution, ig_steps=self.ig_steps, screen=self.greedy_screen,
+                      recheck=self.greedy_recheck)
 
     def ranked(self, units: int) -> RankedPlan:
         """The ranked curve's plan over `units` ranked units (at most max_steps steps)."""
@@ -85,7 +89,7 @@ class CurveSettings:
 # the curve keys a curve config may leave out or set to null (CurveSettings.of keeps the field's
 # default), each with how its value is read
 OPTIONAL = {"greedy_candidates": int, "greedy_steps": int, "greedy_stop_damage": lambda v: v, "greedy_guided": int,
-            "greedy_audit": float, "greedy_attribution": str, "ig_steps": int, "ranked_stop_damage": float,
+            "greedy_audit": float, "greedy_attribution": str, "ig_steps": int, "greedy_screen": int, "greedy_recheck": int, "ranked_stop_damage": float,
             "ranked_stop_patience": int, "sufficiency": bool}
 
 
@@ -97,7 +101,9 @@ class Greedy:
     """A greedy curve's plan (`CurveSettings.greedy`; engine.greedy runs it). `guided`: None runs every
     candidate exactly; c runs the c best by attribution, and then needs `audit` (the share of guided
     steps on which the whole pool is run too) and `attribution` (linear, one gradient, or ig with
-    `ig_steps`). No defaults of config keys here: CurveSettings holds them."""
+    `ig_steps`). `screen`: None, or n: each step runs the pool on n of the selection prompts (evenly
+    spaced) and its best `recheck` on all of them, the exact engine picking among those, audited as a
+    guided step is (the two shortcuts exclude each other). No defaults of config keys here: CurveSettings holds them."""
 
     candidates: int
     steps: int
@@ -107,8 +113,13 @@ class Greedy:
     audit: float | None = None
     attribution: str | None = None
     ig_steps: int | None = None
+    screen: int | None = None
+    recheck: int | None = None
 
     def __post_init__(self):
+        if self.screen is not None and (self.guided is not None or self.recheck is None or self.audit is None):
+            raise ValueError("a screened greedy plan needs its recheck count and audit share, and no guided count "
+                             "(config curves: greedy_screen or greedy_guided, not both)")
         if self.guided is not None and (self.audit is None or self.attribution is None):
             raise ValueError("a guided greedy plan needs its audit share and attribution (config curves)")
         if self.attribution is not None and self.attribution not in ATTRIBUTIONS:
@@ -118,10 +129,16 @@ class Greedy:
         if self.audit is not None and not 0.0 <= self.audit <= 1.0:
             raise ValueError(f"greedy audit share {self.audit}: expected a share between 0 and 1")
 
+    @property
+    def shortlist(self) -> int | None:
+        """How many candidates a step runs exactly on all the selection prompts (guided or screened);
+        None: all of them."""
+        return self.guided if self.guided is not None else self.recheck if self.screen is not None else None
+
     def audited(self, step: int) -> bool:
         """Whether the 0-based `step` is audited: ceil(audit * n) of the first n steps, evenly
         spaced and starting at the first (the most damaging), the same on every run."""
-        return self.guided is not None and math.ceil(step * self.audit) < math.ceil((step + 1) * self.audit)
+        return self.shortlist is not None and math.ceil(step * self.audit) < math.ceil((step + 1) * self.audit)
 
 
 @dataclass(frozen=True)

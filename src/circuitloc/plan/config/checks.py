@@ -192,7 +192,7 @@ STOP_KEYS = ("greedy_stop_damage", "ranked_stop_damage")
 
 def stop_problem(cfg: dict, where: str | Callable[[str], str] = "curves") -> str | None:
     """Why a curve block's early stop (any of `STOP_KEYS`) is refused, or None: each must be at least
-    its threshold. `where`: the block a key is set in (a name, or key -> name). The one check of
+    its threshold (and the greedy may not be both screened and guided). `where`: the block a key is set in (a name, or key -> name). The one check of
     every stop key, for the plan (`check_stops`, run-wide and per model) and for a curve job's
     settings (engine.settings)."""
     block = where if callable(where) else (lambda _key: where)
@@ -202,6 +202,9 @@ def stop_problem(cfg: dict, where: str | Callable[[str], str] = "curves") -> str
         if stop is not None and threshold is not None and float(stop) < float(threshold):
             return (f"{block(key)}.{key} = {stop} is below {block('threshold')}.threshold = {threshold}: "
                     "a curve stopped there could miss its heads-to-threshold")
+    if cfg.get("greedy_screen") is not None and cfg.get("greedy_guided") is not None:  # the greedy's two shortcuts
+        return (f"{block('greedy_screen')}.greedy_screen and {block('greedy_guided')}.greedy_guided are both set: "
+                "a greedy step is screened on a subsample or guided by attribution, not both (set one to null)")
     return None
 
 

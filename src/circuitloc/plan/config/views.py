@@ -23,7 +23,8 @@ MIN_TOP = 10
 # The curve keys the schema gives no default (so that a run's job params stay what they were; the
 # schema defaults the others): their one default, read by engine.settings.CurveSettings and the plan
 CURVE_DEFAULTS = {"greedy_stop_damage": None, "greedy_guided": None, "greedy_audit": 0.0, "greedy_attribution": "linear",
-                  "ig_steps": 4, "ranked_stop_damage": None, "ranked_stop_patience": 1, "sufficiency": True}
+                  "ig_steps": 4, "greedy_screen": None, "greedy_recheck": 3, "ranked_stop_damage": None,
+                  "ranked_stop_patience": 1, "sufficiency": True}
 
 
 def models(config) -> list[str]:

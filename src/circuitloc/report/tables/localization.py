@@ -276,7 +276,7 @@ def table2(task: str, cards: dict, curves: dict, controls: dict, scores: dict | 
             **_control_max_interval(ctrl, ctrl_pct, pct_ok, int(c["n_prompts"][0]), job.ci),
             **(metrics.concentration(scores[model]["drop"].to_numpy()) if scores else {}),
             **({"scores_note": scores_note(scores[model])} if scores and scores_note(scores[model]) else {}),
-            "task_behaviour": behaves,
+            **intervals.audit_agreement(c), "task_behaviour": behaves,  # the guided greedy's audit, at 95%
             "damage_ok": pct_ok, "damage_note": "; ".join(n for n in cond["damage_note"].split("; ")
                                                           if not n.startswith("scoring")),
         })

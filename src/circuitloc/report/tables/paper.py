@@ -105,9 +105,22 @@ def table1_form(df: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
 
 
+def audit_cell(r: dict) -> str:
+    """The guided greedy's audit (`intervals.audit_agreement`) as '3 of 4: 75% [19, 99]' (audited steps
+    where attribution's pick was the exact best, with its exact 95% interval), 'no audited steps' for a
+    guided curve without them, 'not guided' for an exact greedy (or none), '' for a table without it."""
+    n = r.get("n_audited_steps")
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return ""
+    if int(n):
+        return f"{int(r['n_audit_agrees'])} of {int(n)}: " + pct(r.get("audit_agree_pct"), r.get("audit_agree_pct_lo"),
+                                                                  r.get("audit_agree_pct_hi"))
+    return "no audited steps" if r.get("n_guided_steps") else "not guided"
+
+
 def table2_form(df: pl.DataFrame) -> pl.DataFrame:
     """Table 2's paper form: the metric clean and with only the top unit ablated, the drop, the
-    sign flip, and the random-unit control."""
+    sign flip, the random-unit control, and the guided greedy's audit (`audit_cell`)."""
     top = next((c for c in TOP_COLUMN.values() if c in df.columns), None)
     clean = next((c for c in df.columns if c.endswith("_clean")), None)
     ablated = next((c for c in df.columns if c.endswith("_top_ablated")), None)
@@ -117,5 +130,5 @@ def table2_form(df: pl.DataFrame) -> pl.DataFrame:
              "control mean drop": pct(r.get("control_drop_pct_mean")),
              "control max drop": pct(r.get("control_drop_pct_max"), r.get("control_max_drop_pct_lo"),
                                      r.get("control_max_drop_pct_hi")), "control draws": r.get("control_draws"),
-             "note": _note(r)} for r in df.iter_rows(named=True)]
+             "audit agrees": audit_cell(r), "note": _note(r)} for r in df.iter_rows(named=True)]
     return pl.DataFrame(rows) if rows else pl.DataFrame({"model": []})
