@@ -11,9 +11,9 @@ from helpers import model_card
 
 from circuitloc import intervals, io
 from circuitloc.intervals import clopper_pearson
-from circuitloc.report.jobs import TableFiles, TableJob
-from circuitloc.report.paper_tables import table2_form
-from circuitloc.report.writers import write_table2
+from circuitloc.report.records import TableFiles, TableJob
+from circuitloc.report.tables.paper import table2_form
+from circuitloc.report.tables.writers import write_table2
 
 CARD = model_card(family="f", attention="gqa", n_params=1000, n_layers=1, n_heads=4)
 

@@ -12,7 +12,7 @@ from test_planted import OFFSET, writer_model
 from circuitloc.engine import ablation, greedy
 from circuitloc.engine.scan import Scanner
 from circuitloc.engine.settings import CurveSettings
-from circuitloc.plan.checks import stop_problem
+from circuitloc.plan.config.checks import stop_problem
 from circuitloc.prompts import Prompts
 from circuitloc.tasks.registry import TASKS
 
