@@ -1,7 +1,7 @@
 """Coverage of the damage interval that ships (`intervals.damage_bounds`), case by case: per-prompt
-noise normal, skewed or heavy-tailed; span (clean - floor) CV 0.25, 1, 2, 3; 10, 20 and 60 prompts;
-the shipped 1,000 resamples. docs/method.md quotes this table verbatim and
-tests/unit/test_coverage.py checks that it still equals what this code computes.
+noise normal, skewed, heavy-tailed or Student's t (3 degrees of freedom); span (clean - floor) CV
+0.25, 1, 2, 3; 10, 20 and 60 prompts; the shipped 1,000 resamples. docs/method.md quotes this table
+verbatim and tests/unit/test_coverage.py checks that it still equals what this code computes.
 
     python bench/coverage_regimes.py           # print the table
     python bench/coverage_regimes.py --write   # and replace it in docs/method.md
@@ -11,7 +11,9 @@ independent draws of the case's noise, mean 0, variance 1), so the true damage i
 counts only where the conditioning rule admits it (the span's interval, `stats.span_interval`, lies
 above 0), as the tables do; coverage is the share of admitted runs with a finite interval whose
 interval holds 0.4 (an unbounded interval is no interval, counted apart), and "unflagged runs" the
-same share over the runs whose tables carry no note (20 prompts or more, prompts not skewed).
+same share over the runs whose tables carry no note (`intervals.MIN_PROMPTS` prompts or more, prompts
+not skewed), and "look unskewed" the same share over the runs whose prompts' skewness (the ratio's
+influence and the span) is within +-1 whatever their note: what a run of that size cannot tell apart.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from coverage import noise  # noqa: E402  (after the path insert)
 
 from circuitloc import intervals, stats  # noqa: E402
 
-DISTS = ("normal", "skewed", "heavy")
+DISTS = ("normal", "skewed", "heavy", "t3")  # new cases at the end: the others keep their seeds
 CVS = (0.25, 1.0, 2.0, 3.0)
 PROMPTS = (10, 20, 60)
 TRUTH, DROP_NOISE = 0.4, 0.25
@@ -45,7 +47,7 @@ def case(dist: str, cv: float, n: int, reps: int = REPS, n_boot: int = N_BOOT) -
     """Coverage of one case and how its admitted runs were read (Fieller, unbounded, widened); an
     unbounded interval is no interval: it counts neither as covering nor as missing."""
     rng = np.random.default_rng([SEED, DISTS.index(dist), int(4 * cv), n])
-    hit, adm, fieller, unbounded, widened, noted = [], [], [], [], [], []
+    hit, adm, fieller, unbounded, widened, noted, plain = [], [], [], [], [], [], []
     for _ in range(CHUNKS):
         m = reps // CHUNKS
         s = 1.0 + cv * noise(rng, dist, (m, n))
@@ -59,15 +61,18 @@ def case(dist: str, cv: float, n: int, reps: int = REPS, n_boot: int = N_BOOT) -
         unbounded.append(~(np.isfinite(lo) & np.isfinite(hi))[ok])
         widened.append((method == intervals.WIDENED)[ok])
         noted.append(((method == intervals.WIDENED) | few)[ok])  # the runs whose tables carry a note
+        g = np.maximum(np.abs(intervals.influence_skew(d, s)), np.abs(intervals.skewness(s)))
+        plain.append((g <= intervals.SKEWED)[ok])  # prompts that look unskewed (|skewness| <= 1)
     hit, k = np.concatenate(hit), int(np.concatenate(adm).sum())
     bounded = ~np.concatenate(unbounded)
     quiet = bounded & ~np.concatenate(noted)
+    plain = bounded & np.concatenate(plain)
 
     def share(mask):
         return float(hit[mask].mean()) if mask.any() else float("nan")
 
     return {"dist": dist, "cv": cv, "n": n, "admitted": k / reps, "coverage": share(bounded),
-            "unflagged": share(quiet), "unflagged_share": float(quiet.sum() / max(k, 1)),
+            "unflagged": share(quiet), "unflagged_share": float(quiet.sum() / max(k, 1)), "unskewed": share(plain),
             "se": float(np.sqrt(LEVEL * (1 - LEVEL) / max(int(bounded.sum()), 1))),
             "fieller": float(np.concatenate(fieller).mean()), "unbounded": float(np.mean(~bounded)),
             "widened": float(np.concatenate(widened).mean())}
@@ -76,7 +81,7 @@ def case(dist: str, cv: float, n: int, reps: int = REPS, n_boot: int = N_BOOT) -
 def status(r: dict) -> str:
     """How docs/method.md names the case: covered at the level (the runs with a bound, and those
     of them without a note), or where and how it falls short."""
-    few = " (n < 20)" if r["n"] < intervals.MIN_PROMPTS else ""
+    few = f" (n < {intervals.MIN_PROMPTS})" if r["n"] < intervals.MIN_PROMPTS else ""
     if r["coverage"] < LEVEL:
         return "may under-cover" + few
     if r["unflagged"] < LEVEL:  # NaN (no run without a note) passes
@@ -95,11 +100,11 @@ def _cov(x: float) -> str:
 def table(results: list[dict]) -> str:
     """The markdown table docs/method.md quotes."""
     head = ("| noise | span CV | prompts | admitted | Fieller | unbounded | widened | coverage | "
-            "unflagged runs | their share | case |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+            "unflagged runs | their share | look unskewed | case |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     body = "".join(f"| {r['dist']} | {r['cv']:g} | {r['n']} | {r['admitted']:.2f} | {r['fieller']:.2f} | "
                    f"{r['unbounded']:.2f} | {r['widened']:.2f} | {_cov(r['coverage'])} | {_cov(r['unflagged'])} | "
-                   f"{r['unflagged_share']:.2f} | {status(r)} |\n"
+                   f"{r['unflagged_share']:.2f} | {_cov(r['unskewed'])} | {status(r)} |\n"
                    for r in results)
     return head + body
 

@@ -21,13 +21,18 @@ RATIO_METHODS = ("percentile", "bca", "studentized", "fieller")
 # (tests/unit/test_coverage.py measures both sides of the cut; docs/method.md quotes the table).
 NOISY_SPAN = 0.1
 # A run's prompts are "skewed" where the per-prompt influence of the ratio (drop - damage x span) or
-# the span itself has a sample skewness beyond SKEWED: its damage interval is then widened to the
-# hull of its own interval and the percentile and studentized intervals at level WIDE_CI (method
-# `WIDENED`), which brings the skewed and heavy-tailed cases of the coverage test to 0.93 at 20
-# prompts or more, all but one (docs/method.md). Fewer than MIN_PROMPTS prompts: the interval may
-# under-cover (the flag).
-MIN_PROMPTS = 20
+# the span itself has a sample skewness g beyond SKEWED, or the skewness of their mean, g / sqrt(N),
+# beyond MEAN_SKEW (g beyond 0.08 sqrt(N): the stricter test up to 156 prompts, 0.62 at 60): its
+# damage interval is then widened to the hull of its own interval and the percentile and
+# studentized intervals at level WIDE_CI (method `WIDENED`). Fewer than MIN_PROMPTS prompts: the
+# interval may under-cover (the flag). It detects few prompts, not a bad interval: a skewed or
+# heavy-tailed task whose tail a run of 20 prompts did not draw looks unskewed, and such runs cover
+# 0.78-0.88 even widened (the table's "look unskewed" column); from 60 prompts on, every run of the
+# coverage test's skewed and heavy-tailed cases is widened and the runs without a note cover >= 0.93
+# in every case (docs/method.md, tests/unit/test_coverage.py).
+MIN_PROMPTS = 60
 SKEWED = 1.0
+MEAN_SKEW = 0.08
 WIDE_CI = 0.99
 WIDENED = "widened"
 SKEWED_NOTE = "interval widened (skewed prompts)"
@@ -137,7 +142,7 @@ def _fieller(d, s, est, t) -> tuple:
     return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
 
 
-def _skew(x) -> np.ndarray:
+def skewness(x) -> np.ndarray:
     """Sample skewness of each row of x [U, N]; 0 where a row has no spread."""
     with np.errstate(divide="ignore", invalid="ignore"):
         e = x - x.mean(axis=1, keepdims=True)
@@ -151,19 +156,28 @@ def influence_skew(num, den) -> np.ndarray:
     d, s = _rows(num, den)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = d - (d.mean(axis=1) / s.mean(axis=1))[:, None] * s
-    return _skew(np.where(np.isfinite(e), e, 0.0))
+    return skewness(np.where(np.isfinite(e), e, 0.0))
+
+
+def skew_limit(n: int) -> float:
+    """The sample skewness beyond which N prompts are `skewed`: `SKEWED`, or `MEAN_SKEW` x sqrt(N)
+    where that is less (fewer than 156 prompts), so that the skewness of their mean is what counts
+    (0.36 at 20 prompts, 0.62 at 60, 1 from 157)."""
+    return min(SKEWED, MEAN_SKEW * float(np.sqrt(n)))
 
 
 def skewed(num, den) -> np.ndarray:
-    """Per row: are the prompts skewed, |skewness| beyond `SKEWED` of the ratio's per-prompt
+    """Per row: are the prompts skewed, |skewness| beyond `skew_limit` of the ratio's per-prompt
     influence (`influence_skew`) or of the span? Such a row's damage interval is widened."""
     d, s = _rows(num, den)
-    return (np.abs(influence_skew(d, s)) > SKEWED) | (np.abs(_skew(s)) > SKEWED)
+    lim = skew_limit(d.shape[1])
+    return (np.abs(influence_skew(d, s)) > lim) | (np.abs(skewness(s)) > lim)
 
 
 def may_undercover(num, den) -> np.ndarray:
-    """Per row: fewer than `MIN_PROMPTS` prompts, where the coverage test finds the damage interval
-    below 0.93 in some cases whatever the method (docs/method.md)."""
+    """Per row: fewer than `MIN_PROMPTS` prompts. What it detects is the count: below it, a skewed
+    or heavy-tailed task's runs whose prompts look unskewed (the tail not drawn) cover 0.78-0.88 at
+    20 prompts in the coverage test, and no statistic of a run's own prompts tells them apart (docs/method.md)."""
     d, _ = _rows(num, den)
     return np.full(d.shape[0], d.shape[1] < MIN_PROMPTS)
 

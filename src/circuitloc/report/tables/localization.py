@@ -33,7 +33,7 @@ def _top_label(row) -> dict:
 
 def _ci_note(row) -> str:
     """The damage interval's note (`intervals.note`): widened where the prompts are skewed, may
-    under-cover with fewer than 20 prompts (docs/method.md's coverage table), else ""."""
+    under-cover with fewer than `intervals.MIN_PROMPTS` prompts (docs/method.md's coverage table), else ""."""
     return intervals.note(row.get("damage_ci"), row.get("damage_ci_undercover") in (True, "True", "true"))
 
 
