@@ -21,9 +21,11 @@ ROOT = CHECKOUT.root
 from circuitloc.errors import ConfigError  # noqa: E402
 from circuitloc.plan.workflow_config import prepare  # noqa: E402
 
-# The embedded default always loads; every --configfile, then --config k=v, merges onto it
-# (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
-# mix). An unknown key anywhere is an error naming its path; then the schema, with its defaults.
+# The embedded default always loads; the working directory's config/config.yaml (away from the
+# checkout: `--directory .test`), or a module caller's `configfile:` files, then every --configfile,
+# then --config k=v, merge onto it, each read as its own layer (plan.layers: Snakemake's own merge
+# would mix their models), recursively; a layer's own `models:` replaces the models below it, so two
+# configs' models never mix. An unknown key anywhere is an error naming its path; then the schema.
 try:
     prepare(config, workflow, ROOT)
 except ConfigError as e:  # one line per problem, without a traceback
