@@ -12,9 +12,25 @@ min_version("9.0")
 # directory when the workflow is used as a module. A Snakefile read from a URL has no local checkout:
 # the files the plan reads are fetched from beside it into a local mirror (circuitloc.plan.source),
 # and circuitloc must be installed.
-if workflow.current_basedir.is_local:
-    sys.path.insert(0, os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "src"))
-from circuitloc.plan.source import Checkout  # noqa: E402  (no heavy imports)
+# Without it (a remote Snakefile, as snakedeploy's module reads it, where only Snakemake is
+# installed), planning stops at one line naming what to install.
+BASEDIR = workflow.current_basedir
+if BASEDIR.is_local:
+    sys.path.insert(0, os.path.join(BASEDIR.get_path_or_uri(secret_free=True), "src"))
+try:
+    from circuitloc.plan.source import Checkout  # noqa: E402  (no heavy imports)
+    import circuitloc.plan.workflow_config  # noqa: E402  (what the plan imports beside Snakemake's)
+except ImportError as e:
+    sys.exit(
+        f"circuitloc: cannot import {e.name!r}: install the circuitloc package and its dependencies into "
+        f"the Python that runs Snakemake ({sys.executable}): "
+        + (
+            f"pip install -e {BASEDIR.get_path_or_uri(secret_free=True)}"
+            if BASEDIR.is_local
+            else f"pip install 'git+https://{getattr(BASEDIR, 'host', 'github.com')}/"
+            f"{getattr(BASEDIR, 'repo', '<owner>/circuitloc')}@{getattr(BASEDIR, 'ref', '<tag>')}'"
+        )
+    )
 
 CHECKOUT = Checkout(workflow)
 ROOT = CHECKOUT.root

@@ -101,3 +101,9 @@ def test_the_template_test_config_is_the_test_config_named_from_dot_test():
     template["tasks"]["ioi"]["source"]["path"] = f".test/{template['tasks']['ioi']['source']['path']}"
     assert template == ours
 
+
+def test_the_catalog_claims_conda_only_with_a_solved_environment():
+    """`conda: true` in the catalog file only where envs/ holds a solved (pinned) environment."""
+    usage = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    pinned = sorted((ROOT / "envs").glob("*.pin.txt"))
+    assert usage["software-stack-deployment"]["conda"] == bool(pinned), pinned

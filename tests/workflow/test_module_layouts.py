@@ -1,14 +1,15 @@
 """circuitloc used the ways the Snakemake workflow catalog shows: as a module of a caller with a
 config of its own, in snakedeploy's layout, and the template's `--directory .test`. Each plans what
 the checkout plans from the same config files (a config with its own `models:` replaces the
-default's: Snakemake's own merge would mix them)."""
+default's: Snakemake's own merge would mix them), and without the package installed planning stops
+at one line naming what to install."""
 
 import os
 import shutil
 from collections import Counter
 
 import yaml
-from workflow_helpers import ROOT, copy_workflow, planned_jobs, smk
+from workflow_helpers import ROOT, copy_workflow, planned_jobs, served, smk, smk_env
 
 PAPER = ROOT / "config" / "paper.yaml"
 # the rules that only name the default target: `all`, and workflow/Snakefile's `deployed_all`
@@ -113,3 +114,17 @@ def test_the_templates_test_call_plans_the_test_config(tmp_path):
     assert _models(test_call) == {"tiny_mha", "tiny_gqa"}
     assert _models(_plan(cwd=work)) != _models(test_call)
 
+
+def test_without_the_package_planning_names_what_to_install(tmp_path):
+    """A Snakefile read from a URL (as snakedeploy's github(...) module is) where only Snakemake is
+    installed: one line naming the missing package and the pip command, before anything is planned."""
+    stub = tmp_path / "no_circuitloc" / "circuitloc"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'circuitloc'\", name='circuitloc')\n")
+    with served(ROOT) as url:
+        p = smk("-s", f"{url}/Snakefile", "-n", cwd=tmp_path, check=False,
+                env=smk_env(PYTHONPATH=str(stub.parent)))
+    assert p.returncode != 0
+    last = (p.stdout + p.stderr).strip().splitlines()[-1]
+    assert last.startswith("circuitloc: cannot import 'circuitloc'") and "pip install" in last, last
+    assert "Traceback" not in p.stdout + p.stderr
