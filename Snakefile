@@ -34,6 +34,14 @@ except ImportError as e:
 
 CHECKOUT = Checkout(workflow)
 ROOT = CHECKOUT.root
+# Without --use-conda (or a container) the jobs run in this Python: a dependency it lacks stops the
+# plan with one line, not every job later (plan.install).
+DEPLOYED_BY = getattr(workflow.deployment_settings, "deployment_method", None)
+if getattr(workflow, "is_main_process", True) and not DEPLOYED_BY:
+    from circuitloc.plan.install import missing_line  # noqa: E402
+
+    if missing_line(ROOT, sys.executable):
+        sys.exit(missing_line(ROOT, sys.executable))
 from circuitloc.errors import ConfigError  # noqa: E402
 from circuitloc.plan.workflow_config import prepare  # noqa: E402
 

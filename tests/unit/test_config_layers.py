@@ -1,7 +1,8 @@
 """The run's config layers read before Snakemake merges them (plan.layers): a module caller's own
 config files are layers when Snakemake merged exactly them into the module's config, the working
 directory's config/config.yaml is one away from the checkout (the template's `--directory .test`),
-and the files that say so agree with what they stand for."""
+and the files that say so agree with what they stand for. Also the catalog's set-up: the catalog
+file's conda flag, and the plan's check that the jobs' Python has the package's dependencies."""
 
 import copy
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 from snakemake.settings.types import ConfigSettings
 from snakemake.utils import update_config
 
+from circuitloc.plan.install import missing_line, missing_packages
 from circuitloc.plan.layers import caller_files, run_layers
 from circuitloc.plan.workflow_config import layered
 
@@ -107,3 +109,17 @@ def test_the_catalog_claims_conda_only_with_a_solved_environment():
     usage = yaml.safe_load((ROOT / ".snakemake-workflow-catalog.yml").read_text())["usage"]
     pinned = sorted((ROOT / "envs").glob("*.pin.txt"))
     assert usage["software-stack-deployment"]["conda"] == bool(pinned), pinned
+
+
+def test_the_plan_names_the_dependencies_the_jobs_python_lacks(tmp_path):
+    """pyproject.toml's dependencies checked against this Python's installed distributions: none
+    missing here (the tests' environment), one that no index has named with the command to run."""
+    assert missing_packages(ROOT) == []
+    assert missing_line(ROOT, "python") is None
+    assert missing_packages(tmp_path) == []  # no pyproject.toml: a remote Snakefile's mirror
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["PyYAML>=6", "no-such-distribution-of-circuitloc>=1", "polars"]\n')
+    assert missing_packages(tmp_path) == ["no-such-distribution-of-circuitloc"]
+    line = missing_line(tmp_path, "/env/bin/python")
+    assert "/env/bin/python" in line and "lacks no-such-distribution-of-circuitloc:" in line
+    assert f"pip install -e {tmp_path}" in line
