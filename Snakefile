@@ -12,18 +12,44 @@ min_version("9.0")
 # directory when the workflow is used as a module. A Snakefile read from a URL has no local checkout:
 # the files the plan reads are fetched from beside it into a local mirror (circuitloc.plan.config.source),
 # and circuitloc must be installed.
-if workflow.current_basedir.is_local:
-    sys.path.insert(0, os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "src"))
-from circuitloc.plan.config.source import Checkout  # noqa: E402  (no heavy imports)
+# Without it (a remote Snakefile, as snakedeploy's module reads it, where only Snakemake is
+# installed), planning stops at one line naming what to install.
+BASEDIR = workflow.current_basedir
+if BASEDIR.is_local:
+    sys.path.insert(0, os.path.join(BASEDIR.get_path_or_uri(secret_free=True), "src"))
+try:
+    from circuitloc.plan.config.source import Checkout  # noqa: E402  (no heavy imports)
+    import circuitloc.plan.config.workflow_config  # noqa: E402  (what the plan imports beside Snakemake's)
+except ImportError as e:
+    sys.exit(
+        f"circuitloc: cannot import {e.name!r}: install the circuitloc package and its dependencies into "
+        f"the Python that runs Snakemake ({sys.executable}): "
+        + (
+            f"pip install -e {BASEDIR.get_path_or_uri(secret_free=True)}"
+            if BASEDIR.is_local
+            else f"pip install 'git+https://{getattr(BASEDIR, 'host', 'github.com')}/"
+            f"{getattr(BASEDIR, 'repo', '<owner>/circuitloc')}@{getattr(BASEDIR, 'ref', '<tag>')}'"
+        )
+    )
 
 CHECKOUT = Checkout(workflow)
 ROOT = CHECKOUT.root
+# Without --use-conda (or a container) the jobs run in this Python: a dependency it lacks stops the
+# plan with one line, not every job later (plan.install).
+DEPLOYED_BY = getattr(workflow.deployment_settings, "deployment_method", None)
+if getattr(workflow, "is_main_process", True) and not DEPLOYED_BY:
+    from circuitloc.plan.install import missing_line  # noqa: E402
+
+    if missing_line(ROOT, sys.executable):
+        sys.exit(missing_line(ROOT, sys.executable))
 from circuitloc.errors import ConfigError  # noqa: E402
 from circuitloc.plan.config.workflow_config import prepare  # noqa: E402
 
-# The embedded default always loads; every --configfile, then --config k=v, merges onto it
-# (recursively; a layer's own `models:` replaces the models below it, so two configs' models never
-# mix). An unknown key anywhere is an error naming its path; then the schema, with its defaults.
+# The embedded default always loads; the working directory's config/config.yaml (away from the
+# checkout: `--directory .test`), or a module caller's `configfile:` files, then every --configfile,
+# then --config k=v, merge onto it, each read as its own layer (plan.layers: Snakemake's own merge
+# would mix their models), recursively; a layer's own `models:` replaces the models below it, so two
+# configs' models never mix. An unknown key anywhere is an error naming its path; then the schema.
 try:
     prepare(config, workflow, ROOT)
 except ConfigError as e:  # one line per problem, without a traceback

@@ -1,10 +1,14 @@
 """Running the workflow from tests: Snakemake as a subprocess, in a scratch copy of the workflow."""
 
+import contextlib
+import functools
+import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from circuitloc.plan import paths
@@ -111,3 +115,18 @@ def stand_in_outputs(run: Path, dry_run_output: str) -> None:
             (run / f).mkdir(exist_ok=True)
         else:
             (run / f).write_text("")
+
+
+@contextlib.contextmanager
+def served(folder):
+    """`folder` over HTTP on a free local port (what `python -m http.server` does), for the block."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,30 +1,10 @@
 """A Snakefile read from a URL plans: its configs, schema, resources, report pages and scripts are
 read through Snakemake's source path (circuitloc.plan.config.source), not from the local file system."""
 
-import contextlib
-import functools
-import http.server
-import threading
-
 import yaml
-from workflow_helpers import ROOT, planned_jobs, smk
+from workflow_helpers import ROOT, planned_jobs, served, smk
 
 from circuitloc.plan.jobs.codehash import code_hash
-
-
-@contextlib.contextmanager
-def _served(folder):
-    """`folder` over HTTP on a free local port (what `python -m http.server` does), for the block."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_snakefile_served_over_http_plans_the_tiny_config(tmp_path):
@@ -36,7 +16,7 @@ def test_a_snakefile_served_over_http_plans_the_tiny_config(tmp_path):
     if "source" in cfg["tasks"]["ioi"] and "path" in cfg["tasks"]["ioi"]["source"]:
         cfg["tasks"]["ioi"]["source"]["path"] = str(ROOT / cfg["tasks"]["ioi"]["source"]["path"])
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
-    with _served(ROOT) as url:
+    with served(ROOT) as url:
         remote = smk("-s", f"{url}/Snakefile", "-n", "--configfile", "run.yaml", cwd=tmp_path)
     local = smk("-s", str(ROOT / "Snakefile"), "-n", "--configfile", "run.yaml", cwd=tmp_path)
     jobs = planned_jobs(remote.stdout)

@@ -33,6 +33,7 @@ from circuitloc.plan.config.configload import (
 )
 from circuitloc.plan.jobs.groups import check_group_stages
 from circuitloc.plan.config.hub import check_model_sources
+from circuitloc.plan.layers import run_layers
 from circuitloc.plan.config.sweep_power import check_sweep_power
 from circuitloc.plan.config.sweep_toys import expand as expand_sweep
 from circuitloc.plan.config.userfiles import check_user_files
@@ -55,8 +56,9 @@ def with_sweep(models, sweep) -> dict:
 
 
 def layered(root, given: dict, configfiles=(), overrides=None, as_module=False) -> dict:
-    """The embedded default (`root`/config/config.yaml) with the run's layers on top: every
-    --configfile then --config k=v; a workflow used as a module gets its `config:` as its one layer."""
+    """The embedded default (`root`/config/config.yaml) with the run's layers on top: the config
+    files (plan.layers.run_layers) then --config k=v; a module whose caller gave a config of its own
+    gets that `config:` as its one layer."""
     default = Path(root) / DEFAULT
     if as_module:
         return overlay(load_layer(default), dict(given))
@@ -152,8 +154,8 @@ def as_layer(config: dict, root) -> dict:
 def prepare(config: dict, workflow, root) -> dict:
     """Replace `config` (Snakemake's, in place) by the run's resolved config, and tell the jobs which
     task modules to load (they inherit the environment). `root`: the checkout holding the Snakefile."""
-    layers = (root, config, workflow.overwrite_configfiles, workflow.config_settings.config,
-              not workflow.modifier.is_main_snakefile())
+    files, as_module = run_layers(config, workflow, root)  # read before Snakemake merged them
+    layers = (root, config, files, workflow.config_settings.config, as_module)
     cfg = resolve(layered(*layers), root, provenance(*layers), missing_ok=not getattr(workflow, "is_main_process", True))
     config.clear()
     config.update(cfg)
