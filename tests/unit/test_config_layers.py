@@ -15,7 +15,7 @@ from snakemake.utils import update_config
 
 from circuitloc.plan.install import missing_line, missing_packages
 from circuitloc.plan.layers import caller_files, run_layers
-from circuitloc.plan.workflow_config import layered
+from circuitloc.plan.config.workflow_config import layered
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from circuitloc.plan.configload import load_layer, merge
+from circuitloc.plan.config.configload import load_layer, merge
 
 # The working directory's config, as the Snakemake workflow template reads it (`configfile:
 # "config/config.yaml"` relative to the working directory): `--directory .test` plans .test's config.
