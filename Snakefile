@@ -35,10 +35,10 @@ except ImportError as e:
 CHECKOUT = Checkout(workflow)
 ROOT = CHECKOUT.root
 # Without --use-conda (or a container) the jobs run in this Python: a dependency it lacks stops the
-# plan with one line, not every job later (plan.install).
+# plan with one line, not every job later (plan.config.install).
 DEPLOYED_BY = getattr(workflow.deployment_settings, "deployment_method", None)
 if getattr(workflow, "is_main_process", True) and not DEPLOYED_BY:
-    from circuitloc.plan.install import missing_line  # noqa: E402
+    from circuitloc.plan.config.install import missing_line  # noqa: E402
 
     if missing_line(ROOT, sys.executable):
         sys.exit(missing_line(ROOT, sys.executable))
@@ -47,7 +47,7 @@ from circuitloc.plan.config.workflow_config import prepare  # noqa: E402
 
 # The embedded default always loads; the working directory's config/config.yaml (away from the
 # checkout: `--directory .test`), or a module caller's `configfile:` files, then every --configfile,
-# then --config k=v, merge onto it, each read as its own layer (plan.layers: Snakemake's own merge
+# then --config k=v, merge onto it, each read as its own layer (plan.config.layers: Snakemake's own merge
 # would mix their models), recursively; a layer's own `models:` replaces the models below it, so two
 # configs' models never mix. An unknown key anywhere is an error naming its path; then the schema.
 try:

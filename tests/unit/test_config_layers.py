@@ -1,4 +1,4 @@
-"""The run's config layers read before Snakemake merges them (plan.layers): a module caller's own
+"""The run's config layers read before Snakemake merges them (plan.config.layers): a module caller's own
 config files are layers when Snakemake merged exactly them into the module's config, the working
 directory's config/config.yaml is one away from the checkout (the template's `--directory .test`),
 and the files that say so agree with what they stand for. Also the catalog's set-up: the catalog
@@ -13,8 +13,8 @@ import yaml
 from snakemake.settings.types import ConfigSettings
 from snakemake.utils import update_config
 
-from circuitloc.plan.install import missing_line, missing_packages
-from circuitloc.plan.layers import caller_files, run_layers
+from circuitloc.plan.config.install import missing_line, missing_packages
+from circuitloc.plan.config.layers import caller_files, run_layers
 from circuitloc.plan.config.workflow_config import layered
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,7 +33,7 @@ from circuitloc.plan.config.configload import (
 )
 from circuitloc.plan.jobs.groups import check_group_stages
 from circuitloc.plan.config.hub import check_model_sources
-from circuitloc.plan.layers import run_layers
+from circuitloc.plan.config.layers import run_layers
 from circuitloc.plan.config.sweep_power import check_sweep_power
 from circuitloc.plan.config.sweep_toys import expand as expand_sweep
 from circuitloc.plan.config.userfiles import check_user_files
@@ -57,7 +57,7 @@ def with_sweep(models, sweep) -> dict:
 
 def layered(root, given: dict, configfiles=(), overrides=None, as_module=False) -> dict:
     """The embedded default (`root`/config/config.yaml) with the run's layers on top: the config
-    files (plan.layers.run_layers) then --config k=v; a module whose caller gave a config of its own
+    files (plan.config.layers.run_layers) then --config k=v; a module whose caller gave a config of its own
     gets that `config:` as its one layer."""
     default = Path(root) / DEFAULT
     if as_module:
