@@ -29,8 +29,8 @@ NO_SPREAD = "no spread: every prompt gives the same drop, so the interval is tha
 class Metric:
     """Your own metric: `fn(logits, fields)` -> one value per prompt, where `logits` is [prompts,
     vocabulary] at each prompt's last position and `fields` the task's per-prompt token ids
-    ({"io_id": ..., "s_id": ...} for IOI and your own prompts, "b_id" for induction; each a tensor
-    of one id per prompt). `floor`: its value with the task gone (damage = drop / (clean - floor));
+    ({"io_id": ..., "s_id": ...} for IOI and your own prompts, "b_id" for induction, "answer_id" for
+    facts; each a tensor of one id per prompt). `floor`: its value with the task gone (damage = drop / (clean - floor));
     `higher_is_better`: false for a loss (the drop is then its rise). `name`: its column's name."""
 
     fn: Callable
