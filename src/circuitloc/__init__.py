@@ -9,11 +9,14 @@ import importlib
 
 __version__ = "0.1.0"
 
-_API = ("Model", "Run", "TaskData", "load_model", "own_prompts")
-__all__ = ["__version__", *_API]
+_API = ("Metric", "Model", "Run", "TaskData", "load_model", "own_prompts")
+_FIGURES = ("plot_scores", "plot_curves")  # circuitloc.api.figures: matplotlib only where a figure is drawn
+__all__ = ["__version__", *_API, *_FIGURES]
 
 
 def __getattr__(name):
     if name in _API:
         return getattr(importlib.import_module("circuitloc.api"), name)
+    if name in _FIGURES:
+        return getattr(importlib.import_module("circuitloc.api.figures"), name)
     raise AttributeError(f"module 'circuitloc' has no attribute {name!r}")

@@ -2,14 +2,17 @@
 local directory loads as a model, and your own prompts score units the way a hand computation
 does (the zero ablation of one query head, done with a forward hook on the plain model)."""
 
+import math
 import os
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 import torch
 
 import circuitloc as cl
+from circuitloc.api.ablate import NO_SPREAD, ONE_PROMPT
 from circuitloc.errors import ConfigError
 
 TEXTS = ["when Mary and John went to the store , John gave a drink to",
@@ -28,8 +31,8 @@ def test_import_circuitloc_loads_no_torch_until_the_api_is_used():
     assert p.returncode == 0, p.stderr[-2000:]
 
 
-def _ld(hf, data, head=None):
-    """Mean logit(answer) - logit(wrong) at the last position, with `head` = (layer, h) zeroed at
+def _last_logits(hf, data, head=None):
+    """The last position's logits, with `head` = (layer, h) zeroed (h: a head or a list of heads) at
     the input of the attention's output projection (its z), by a hook on the plain model."""
     ids = torch.tensor(data.rows["input_ids"].to_list())
     hooks = []
@@ -40,13 +43,21 @@ def _ld(hf, data, head=None):
 
         def zero(_module, args):
             z = args[0].clone()
-            z[..., h * d:(h + 1) * d] = 0
+            for one in h if isinstance(h, list) else [h]:
+                z[..., one * d:(one + 1) * d] = 0
             return (z,)
         hooks.append(attn.o_proj.register_forward_pre_hook(zero))
     with torch.no_grad():
         logits = hf(ids).logits[:, -1]
     for hook in hooks:
         hook.remove()
+    return logits
+
+
+def _ld(hf, data, head=None):
+    """Mean logit(answer) - logit(wrong) at the last position (`_last_logits`)."""
+    logits = _last_logits(hf, data, head)
+    ids = torch.tensor(data.rows["input_ids"].to_list())
     rows = torch.arange(len(ids))
     io, s = torch.tensor(data.rows["io_id"].to_list()), torch.tensor(data.rows["s_id"].to_list())
     return float((logits[rows, io] - logits[rows, s]).mean())
@@ -125,3 +136,74 @@ def test_a_model_block_without_its_source_is_named_not_a_key_error(tmp_path, blo
         cl.load_model(block, name="m", workdir=tmp_path)
     assert str(e.value) == message
     assert not list(tmp_path.iterdir())  # refused before anything was built
+
+
+def _gap(logits, fields):
+    """Your own metric: the answer's probability minus the wrong answer's."""
+    p = logits.softmax(-1)
+    i = torch.arange(len(p))
+    return p[i, fields["io_id"]] - p[i, fields["s_id"]]
+
+
+def test_a_chosen_set_with_an_own_metric_is_a_hand_computation(tiny_api_model):
+    """Two heads of one layer ablated together, measured with a probability gap: the engine against
+    a hook on the plain model that zeroes both heads' z."""
+    run, model = tiny_api_model
+    data = cl.own_prompts(model, TEXTS, ANSWERS, WRONG, n_score=4)
+    hf = model.loaded()[0]
+    got = run.ablate(model, data, ["L1H0", "L1H1"], metric=_gap)
+    pp = run.per_prompt(model, data, ["L1H0", "L1H1"], metric=cl.Metric(_gap, name="gap"))
+    fields = {k: torch.tensor(data.rows[k].to_list()) for k in ("io_id", "s_id")}
+    clean = _gap(_last_logits(hf, data), fields)
+    ablated = _gap(_last_logits(hf, data, (1, [0, 1])), fields)
+    assert got["metric"][0] == "_gap" and pp["set"].unique().to_list() == ["L1H0+L1H1"]
+    assert got["clean"][0] == pytest.approx(float(clean.mean()), rel=1e-4, abs=1e-6)
+    assert got["drop"][0] == pytest.approx(float((clean - ablated).mean()), rel=1e-4, abs=1e-6)
+    assert pp["drop"].to_list() == pytest.approx((clean - ablated).tolist(), rel=1e-4, abs=1e-6)
+    assert got["damage"][0] == pytest.approx(got["drop"][0] / got["clean"][0])  # floor 0
+
+
+def test_one_prompt_has_no_interval_and_says_so(tiny_api_model):
+    """A bootstrap of one prompt gives a zero-width interval: NaN and a note instead, in the scores
+    and in an ablation; identical prompts give an interval of one value, and a note saying why."""
+    run, model = tiny_api_model
+    one = cl.own_prompts(model, TEXTS[:1], ANSWERS[:1], WRONG[:1], n_score=1)
+    scores = run.scores(model, one)
+    assert scores["drop"].is_finite().all() and scores["drop_lo"].is_nan().all() and scores["damage_hi"].is_nan().all()
+    assert scores["interval_note"].unique().to_list() == [ONE_PROMPT]
+    top = scores["unit"][0]
+    got = run.ablate(model, one, top)
+    assert got["drop"][0] == pytest.approx(scores["drop"][0], rel=1e-5)
+    assert math.isnan(got["drop_lo"][0]) and got["interval_note"][0] == ONE_PROMPT
+    same = cl.own_prompts(model, TEXTS[:1] * 3, ANSWERS[:1] * 3, WRONG[:1] * 3, n_score=3)
+    flat = run.ablate(model, same, top)
+    assert flat["interval_note"][0] == NO_SPREAD and flat["drop_lo"][0] == flat["drop_hi"][0]
+    four = run.ablate(model, cl.own_prompts(model, TEXTS, ANSWERS, WRONG, n_score=4), top)
+    assert four["interval_note"][0] == "" and four["drop_lo"][0] < four["drop_hi"][0]
+    assert "interval_note" not in run.scores(model, cl.own_prompts(model, TEXTS, ANSWERS, WRONG, n_score=4)).columns
+
+
+def test_ablate_names_an_unknown_unit_prompts_or_metric(tiny_api_model):
+    run, model = tiny_api_model
+    data = cl.own_prompts(model, TEXTS, ANSWERS, WRONG, n_score=4)
+    last = f"L{model.card.n_layers - 1}H{model.card.n_heads - 1}"
+    with pytest.raises(ValueError) as e:
+        run.ablate(model, data, ["L0H0", "L9H0"])
+    assert str(e.value) == f"unknown unit 'L9H0' for this ablation: expected one of L0H0 to {last}"
+    with pytest.raises(ValueError, match="^unknown unit 'L0H0' for this ablation: expected one of L0G0 to "):
+        run.ablate(model, data, "L0H0", "zero-kv")
+    with pytest.raises(ValueError, match=r"^prompts='held': expected one of scoring, heldout, all$"):
+        run.ablate(model, data, "L0H0", prompts="held")
+    with pytest.raises(ValueError, match=r"^prompts='heldout': none of the 4 prompts is a heldout prompt$"):
+        run.per_prompt(model, data, "L0H0", prompts="heldout")
+    with pytest.raises(TypeError, match="^metric: expected a function"):
+        run.ablate(model, data, "L0H0", metric="ld")
+
+
+def test_a_kv_group_is_its_row_of_the_kv_scores(tiny_api_model):
+    run, model = tiny_api_model
+    data = cl.own_prompts(model, TEXTS, ANSWERS, WRONG, n_score=4)
+    want = run.scores(model, data, "zero-kv").filter(pl.col("unit") == "L1G0")
+    got = run.ablate(model, data, "L1G0", "zero-kv")
+    for col in ("drop", "drop_lo", "drop_hi", "damage", "damage_lo", "damage_hi"):
+        assert got[col][0] == pytest.approx(want[col][0], rel=1e-5), col

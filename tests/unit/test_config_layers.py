@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _workflow(settings, own_files=(), main=False):
-    """What plan.layers reads of Snakemake's workflow object: the --configfile list, every config file
+    """What plan.config.layers reads of Snakemake's workflow object: the --configfile list, every config file
     read (the command line's first, then each `configfile:` line's), and whether it is the main one."""
     cli = list(settings.configfiles)
     return SimpleNamespace(overwrite_configfiles=cli, configfiles=cli + [str(f) for f in own_files],

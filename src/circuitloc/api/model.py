@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from circuitloc import shipped
 from circuitloc.engine.select import engine_of
 from circuitloc.errors import ConfigError
 from circuitloc.modelcard import ModelCard
@@ -18,14 +19,15 @@ from circuitloc.plan import paths
 from circuitloc.plan.config.configload import check_unknown_keys, load_schema, validate
 from circuitloc.plan.config.workflow_config import SCHEMA
 
-# the checkout: the schema a model config block is checked against
-ROOT = Path(__file__).resolve().parents[3]
+# the checkout (or an installed package's copy): the schema a model config block is checked against
+ROOT = shipped.root()
 
 
-@dataclass
+@dataclass(eq=False)
 class Model:
     """`card`: the model card (`modelcard.ModelCard`); `device`: where its weights run (cpu, cuda,
-    mps). `loaded()` loads (plain model, tokenizer) on first use and keeps them."""
+    mps). `loaded()` loads (plain model, tokenizer) on first use and keeps them. Compared and hashed
+    by identity, so a model can key a dict (`circuitloc.plot_scores({model: scores})`)."""
 
     card: ModelCard
     device: str = "cpu"

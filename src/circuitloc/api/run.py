@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import torch
 
-from circuitloc import io, metrics
+from circuitloc import io, metrics, shipped
+from circuitloc.api.ablate import attention as head_pattern
+from circuitloc.api.ablate import few_prompts, measure, metric_of, rows_of, unit_sets
 from circuitloc.api.model import Model, build, load_model
 from circuitloc.engine.datasets import build_dataset
 from circuitloc.engine.job import AblationJob
@@ -28,8 +31,8 @@ from circuitloc.plan.config.configload import check_unknown_keys, load_schema, v
 from circuitloc.plan.config.workflow_config import SCHEMA, layered, provenance, resolve
 from circuitloc.report.tables.localization import table1
 
-# the checkout: the embedded default config, the schema and the shipped resources
-ROOT = Path(__file__).resolve().parents[3]
+# the embedded default config, the schema and the resources: the checkout's, or an installed package's copy
+ROOT = shipped.root()
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ class Run:
             out = ScoreFiles(f"{d}/scores.parquet", f"{d}/prompts.parquet")
             for_each_ablation(score, self.settings(model, data.task), data.rows, {ablation: out},
                               loaded=model.loaded())
-            return metrics.rank(io.read_parquet(out.scores))
+            frame = metrics.rank(io.read_parquet(out.scores))
+            return few_prompts(frame, int(frame["n_prompts"][0]))
 
     def curves(self, model: Model, data: TaskData, ablation: str, scores: pl.DataFrame,
                with_control: bool = False):
@@ -137,15 +141,20 @@ class Run:
             for_each_ablation(curve, self.settings(model, data.task, curves=True), data.rows, {ablation: out},
                               loaded=model.loaded())
             frame = io.read_parquet(out.curve)
+            frame = few_prompts(frame, int(frame["n_prompts"][0]))
             return (frame, io.read_parquet(out.control)) if with_control else frame
 
     def table1(self, model: Model, data: TaskData, scores: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
-        """Table 1's row of the model (`report.tables.localization.table1`): top unit (`top_head`, `top_kv_group` or
-        `top_layer`) and its `top_head_score` / `top_head_pct`, `heads_to_80` (ranked) and
+        """Table 1's row of the model (`report.tables.table1`): top unit (`top_head`, `top_kv_group` or
+        `top_layer`), its raw drop `top_head_drop` (in the metric's units; Table 1's CSV calls it
+        `top_head_score`) and that drop as a percentage of clean - floor, `top_head_pct` (scoring
+        prompts) and `top_head_pct_heldout` (held out), `heads_to_80` (ranked) and
         `heads_to_80_greedy` at the config's threshold, curve area, CPR and CMD, ..."""
         threshold = float(self.config["curves"]["threshold"])
-        return table1(data.task, {model.name: model.card}, {model.name: scores}, {model.name: curves}, threshold,
-                      views.min_heldout(self.config, data.task))
+        row = table1(data.task, {model.name: model.card}, {model.name: scores}, {model.name: curves}, threshold,
+                     views.min_heldout(self.config, data.task))
+        return row.rename({c: c.replace("top_head_score", "top_head_drop", 1) for c in row.columns
+                           if c.startswith("top_head_score")})
 
     def self_check(self, model: Model, data: TaskData, ablation: str = "zero-query") -> dict:
         """The engine's self-check on a few of the prompts: {what: max |engine - plain forward|};
@@ -154,3 +163,39 @@ class Run:
                          self_check=False)
         return aj.scanner.self_check(aj.prompts)
 
+    # ---- your own choices -------------------------------------------------------------------------
+    def _job(self, model: Model, data: TaskData, ablation: str, prompts: str) -> AblationJob:
+        """The ablation job on the prompts `prompts` names (scoring, heldout, all), seeded as a job is."""
+        rows = rows_of(data.rows["score"], prompts)
+        job = self.settings(model, data.task)
+        torch.manual_seed(job.seed)
+        return AblationJob(job, data.rows, ablation, rows=rows, loaded=model.loaded())
+
+    def ablate(self, model: Model, data: TaskData, units, ablation: str = "zero-query", metric=None,
+               prompts: str = "scoring") -> pl.DataFrame:
+        """The units you choose ablated together: `units` one label (`"L0H5"`), a set (`["L0H5",
+        "L1H2"]`) or a list of sets (one row each). Each row: `clean`, `ablated`, `floor`, `drop`,
+        `damage` and their bootstrap intervals over the prompts (`drop_lo`, ..., `damage_hi`; NaN
+        with one prompt, `interval_note` says why). `metric`: your own (`Metric`, or a function of
+        (logits, fields)); `prompts`: scoring (as the scores table), heldout (as the curves) or all."""
+        job = self._job(model, data, ablation, prompts)
+        sets = unit_sets(units, {u.label: u for u in job.units})
+        summary, _ = measure(job, sets, metric_of(metric), job.settings.bootstrap)
+        return summary.with_columns(ablation=pl.lit(ablation), prompts=pl.lit(prompts))
+
+    def per_prompt(self, model: Model, data: TaskData, units, ablation: str = "zero-query", metric=None,
+                   prompts: str = "scoring") -> pl.DataFrame:
+        """As `ablate`, one row per set and prompt: `row` (its position in `data.rows`), `clean`,
+        `ablated`, `floor` and `drop`; a set's drops average to its `ablate` drop."""
+        job = self._job(model, data, ablation, prompts)
+        sets = unit_sets(units, {u.label: u for u in job.units})
+        return measure(job, sets, metric_of(metric), None)[1]
+
+    def attention(self, model: Model, data: TaskData, head: str, prompts: str = "scoring") -> pl.DataFrame:
+        """The attention pattern of query head `head` (`"L1H2"`), as TransformerLens' hook
+        `blocks.{layer}.attn.hook_pattern` gives it: one row per prompt (`row`), query position and
+        key position (causal: key <= query), `weight`, and the tokens at both positions."""
+        job = self._job(model, data, "zero-query", prompts)
+        unit = unit_sets(head, {u.label: u for u in job.units})[0][0]
+        tok = model.loaded()[1]
+        return head_pattern(job, unit.layer, unit.head, tok.convert_ids_to_tokens)

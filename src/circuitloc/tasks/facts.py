@@ -7,12 +7,13 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from circuitloc import shipped
 from circuitloc.errors import DatasetError
 from circuitloc.runner import log
 from circuitloc.plan.config.userfiles import FACTS_COLUMNS, facts_lines
 from circuitloc.tasks.common import drop_over_context, encode, mark_scoring, sample_rows, single_token
 
-FACTS = Path(__file__).resolve().parents[3] / "resources" / "facts" / "facts.tsv"
+FACTS = shipped.resources() / "facts" / "facts.tsv"
 COLUMNS = list(FACTS_COLUMNS)
 
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import polars as pl
 
+from circuitloc import shipped
 from circuitloc.errors import DatasetError
 from circuitloc.plan.config.hub import FAHAMU_FILES, FAHAMU_REPO  # noqa: F401  (one place for the names: circuitloc.plan.config.hub)
 from circuitloc.tasks.common import (
     read_text,
 )
 
-RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "ioi"
+RESOURCES = shipped.resources() / "ioi"
 FAHAMU_COLUMN = "ioi_sentences"
 ROWS = {"prompt": pl.String, "io": pl.String, "s": pl.String, "order": pl.String, "template": pl.Int64}
 
