@@ -1,11 +1,11 @@
 """The report's figures from Python (docs/api.md): a layer x head map of a scores column and the
-damage curves, drawn by the functions the figure jobs call (`report.plots`), for the frames of
+damage curves, drawn by the functions the figure jobs call (`report.figures.plots`), for the frames of
 `Run.scores` and `Run.curves`. Not imported with the rest of the API (`circuitloc.plot_scores`
 imports it on first use): the report's plotting sets matplotlib's file backend (Agg)."""
 
 from __future__ import annotations
 
-from circuitloc.report import plots
+from circuitloc.report.figures import plots
 
 
 def plot_scores(models: dict, value: str = "drop", title: str = ""):
