@@ -11,9 +11,11 @@ from workflow_helpers import CORES, copy_workflow, smk  # noqa: E402
 
 
 def pytest_addoption(parser):
-    parser.addoption("--cpu-durations", type=int, default=0, metavar="N",
+    parser.addoption("--cpu-durations", type=int, default=25, metavar="N",
                      help="name the N tests that took the most CPU (setup to teardown, their subprocesses "
-                          "included) and the whole suite's CPU, where --durations names wall-clock time")
+                          "included) and the whole suite's CPU, where --durations names wall-clock time "
+                          "(default 25; 0: none). An option of tests/, not in pyproject's addopts, so that "
+                          "pytest run elsewhere (docs/, bench/) does not meet an option it lacks")
 
 
 def _cpu() -> float:
@@ -40,7 +42,8 @@ def pytest_terminal_summary(terminalreporter, config):
            for r in reports if getattr(r, "when", None) == "teardown" and "cpu_s" in dict(r.user_properties)]
     if not n or not cpu:
         return
-    terminalreporter.write_sep("=", f"most CPU: {n} of {len(cpu)} tests, {sum(c for c, _ in cpu):.0f} s in all")
+    terminalreporter.write_sep("=", f"most CPU: {min(n, len(cpu))} of {len(cpu)} tests, "
+                                    f"{sum(c for c, _ in cpu):.0f} s of CPU in all")
     for c, nodeid in sorted(cpu, reverse=True)[:n]:
         terminalreporter.write_line(f"{c:8.2f}s cpu  {nodeid}")
 
