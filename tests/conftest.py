@@ -10,6 +10,44 @@ import pytest  # noqa: E402
 from workflow_helpers import CORES, copy_workflow, smk  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--cpu-durations", type=int, default=25, metavar="N",
+                     help="name the N tests that took the most CPU (setup to teardown, their subprocesses "
+                          "included) and the whole suite's CPU, where --durations names wall-clock time "
+                          "(default 25; 0: none). An option of tests/, not in pyproject's addopts, so that "
+                          "pytest run elsewhere (docs/, bench/) does not meet an option it lacks")
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (Snakemake and its jobs)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.cpu_start = _cpu()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if call.when == "teardown" and hasattr(item, "cpu_start"):  # sent to pytest-xdist's controller with it
+        report.user_properties.append(("cpu_s", _cpu() - item.cpu_start))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = config.getoption("cpu_durations", 0)
+    cpu = [(dict(r.user_properties)["cpu_s"], r.nodeid) for reports in terminalreporter.stats.values()
+           for r in reports if getattr(r, "when", None) == "teardown" and "cpu_s" in dict(r.user_properties)]
+    if not n or not cpu:
+        return
+    terminalreporter.write_sep("=", f"most CPU: {min(n, len(cpu))} of {len(cpu)} tests, "
+                                    f"{sum(c for c, _ in cpu):.0f} s of CPU in all")
+    for c, nodeid in sorted(cpu, reverse=True)[:n]:
+        terminalreporter.write_line(f"{c:8.2f}s cpu  {nodeid}")
+
+
 def pytest_configure(config):
     """One torch thread in each process that runs tests (a worker, or pytest without workers);
     pytest-xdist's controller runs none and does not import torch (seconds of CPU a run)."""
@@ -19,20 +57,24 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
-def tiny_dirs(tmp_path_factory):
-    """Tiny random GPT-NeoX (Pythia's architecture) and Qwen2 (MHA and GQA) in Hugging Face layout."""
-    from helpers import tiny_model, word_tokenizer
+KINDS = ("neox", "qwen_gqa", "qwen_mha")
 
-    root = tmp_path_factory.mktemp("tiny")
-    tok = word_tokenizer()
-    out = {}
-    for kind in ("neox", "qwen_gqa", "qwen_mha"):
-        m = tiny_model(kind, len(tok))
-        m.save_pretrained(root / kind)
-        tok.save_pretrained(root / kind)
-        out[kind] = root / kind
-    return out
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory, worker_id):
+    """Tiny random GPT-NeoX (Pythia's architecture) and Qwen2 (MHA and GQA) in Hugging Face layout,
+    made once for the test session (`_built_once`: 3 s of CPU a worker otherwise). Read-only."""
+
+    def build(root):
+        from helpers import tiny_model, word_tokenizer
+
+        tok = word_tokenizer()
+        for kind in KINDS:
+            tiny_model(kind, len(tok)).save_pretrained(root / kind)
+            tok.save_pretrained(root / kind)
+
+    root = _built_once(_session_dir(tmp_path_factory, worker_id), "tiny_dirs", build)
+    return {kind: root / kind for kind in KINDS}
 
 
 def _session_dir(tmp_path_factory, worker_id) -> Path:
@@ -59,6 +101,10 @@ def tiny_run(tmp_path_factory, worker_id):
     """The workflow copied to a scratch directory and run on the tiny test config (default target:
     every table and figure, and results/report.html). Shared by the workflow, report and SLURM tests,
     and built once per test session (`_built_once`). Tests that change a run copy it first."""
+
+    given = os.environ.get("CIRCUITLOC_TEST_TINY_RUN")
+    if given:  # a finished run of this checkout's code, reused as it is (a loop over a few tests)
+        return Path(given)
 
     def build(work):
         copy_workflow(work)

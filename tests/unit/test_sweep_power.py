@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from circuitloc import stats
+from circuitloc import seedtests, stats
 from circuitloc.errors import ConfigError
 from circuitloc.plan.config import sweep_power as power
 from circuitloc.report.sweep.paired import paired
@@ -40,6 +40,20 @@ def test_the_integer_sign_flip_test_is_exact_at_any_number_of_pairs():
     mha, kv = np.r_[np.full(22, 6.0), 4, 4, 4], np.r_[np.full(22, 3.0), 4, 4, 4]
     out = stats.paired_censored(mha, np.zeros(25, bool), kv, np.zeros(25, bool))
     assert out["untied"] == 22 and out["p"] == pytest.approx(2 / 2 ** 22, rel=1e-12)
+
+
+def test_the_counted_sign_flip_p_is_the_float_programs_bit_for_bit():
+    """Up to 53 nonzero pairs the test counts sign patterns in integers (fast); beyond, it sums
+    probabilities in floats. Where both apply they give the same float, so no p moved."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 54))
+        a = np.abs(rng.integers(-40, 41, n))
+        a = a[a > 0]
+        total = int(a.sum())
+        for t in (1, total // 3 + 1, total) if total else ():
+            assert seedtests._float_p(a, total, t) == seedtests._counted_p(a, total, t), (a.tolist(), t)
+    assert integer_sign_flip_p(np.ones(60)) == seedtests._float_p(np.ones(60, np.int64), 60, 60)  # the float path
 
 
 def test_sign_test_counts_and_power_against_scipy():

@@ -252,7 +252,7 @@ def test_the_workflow_works_as_a_module_from_another_directory(tiny_run, tmp_pat
 
 @pytest.mark.workflow
 @pytest.mark.long(60)
-def test_the_module_renamed_runs_the_default_target_to_its_report(tmp_path):
+def test_the_module_renamed_runs_the_default_target_to_its_report(tiny_run, tmp_path):
     """`use rule * from circuitloc as circuitloc_*` from another directory, through
     workflow/Snakefile (snakedeploy's path): the default target runs to the report, the cost table counts the run's jobs under their own stage names (Snakemake runs
     a module's onstart only through circuitloc's chaining), and the start block names what runs."""
@@ -263,6 +263,7 @@ def test_the_module_renamed_runs_the_default_target_to_its_report(tmp_path):
         'configfile: "mine.yaml"\n\n'
         f'module circuitloc:\n    snakefile: "{ROOT / "workflow" / "Snakefile"}"\n    config: config\n\n'
         "use rule * from circuitloc as circuitloc_*\n")
+    reuse_models(tiny_run, caller, ["tiny_gqa"])  # the toy's build (seconds of CPU) is the tiny run's, as above
     p = smk("--cores", CORES, cwd=caller)
     assert (caller / "results" / "report.html").is_file()
     assert "circuitloc: 1 models x 1 tasks (ioi) x up to 1 ablations (zero-query)" in p.stdout + p.stderr
