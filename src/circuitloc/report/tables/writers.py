@@ -12,12 +12,12 @@ from circuitloc import io
 from circuitloc import metrics
 from circuitloc.modelcard import ModelCard
 from circuitloc.plan.vocabulary import catalog as registry
-from circuitloc.report.tables.localization import analysis
-from circuitloc.report.claims.judge import judge as claims
-from circuitloc.report.sweep.summary import capacity
-from circuitloc.report.sweep.summary import mde as power
-from circuitloc.report.sweep.summary import stability
-from circuitloc.report.sweep.summary import summary as sweep
+from circuitloc.report.tables import analysis
+from circuitloc.report.claims import judge as claims
+from circuitloc.report.sweep import capacity
+from circuitloc.report.sweep import mde as power
+from circuitloc.report.sweep import stability
+from circuitloc.report.sweep import summary as sweep
 from circuitloc.report.tables.analysis import robustness
 from circuitloc.report.records import SweepInputs, SweepStats, TableFiles, TableJob
 from circuitloc.report.sweep.paired import paired
