@@ -5,6 +5,7 @@ bench/run.py's busy-core profile reads Snakemake's log right."""
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -165,3 +166,14 @@ def test_stacked_toys_train_the_same_weights_as_alone():
     assert [r.split()[0] for r in rows] == ["1", "2", "3", "reversed"], out
     assert [r.rsplit("equal (", 1)[-1] for r in rows] == ["1 toys)", "2 toys)", "3 toys)", "3 toys)"], out
     assert all(float(r.split()[-4]) > 0 for r in rows[:3]), out  # toys per minute
+
+
+@pytest.mark.slow  # trains a toy: 15 s
+def test_toy_steps_reports_each_checked_step():
+    """bench/toy_steps.py: a toy's held-out checks at every checked step and the last, counted per step."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "toy_steps.py"), "--models", "sweep_dh32_kv1_s0",
+                          "--steps", "4", "--every", "2"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "sweep_dh32_kv1_s0" in out and "first passes at step -" in out, out  # 4 steps pass nothing
+    assert [line.split()[0] for line in out.splitlines() if line.strip().endswith("of 1")] == ["2", "4"], out
