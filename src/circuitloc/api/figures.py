@@ -5,6 +5,7 @@ imports it on first use): the report's plotting sets matplotlib's file backend (
 
 from __future__ import annotations
 
+from circuitloc.metrics import DEFAULT_THRESHOLD
 from circuitloc.report.figures import plots
 
 
@@ -15,7 +16,7 @@ def plot_scores(models: dict, value: str = "drop", title: str = ""):
                           cards={m.name: m.card for m in models})
 
 
-def plot_curves(models: dict, threshold: float = 0.8, method: str = "ranked", title: str = ""):
+def plot_curves(models: dict, threshold: float = DEFAULT_THRESHOLD, method: str = "ranked", title: str = ""):
     """Damage against units ablated, one line per model, one panel per attention type (MHA, GQA),
     `threshold` dashed: `models` {Model: its curves frame}; `method` ranked or greedy. A
     matplotlib figure."""

@@ -31,6 +31,9 @@ from circuitloc.plan.config.configload import check_unknown_keys, load_schema, v
 from circuitloc.plan.config.workflow_config import SCHEMA, layered, provenance, resolve
 from circuitloc.report.tables.localization import table1
 
+# the API's own prompt choice (scoring, heldout or all rows; not the config's curves.prompts): by
+# default the scores table's rows
+SCORING = "scoring"
 # the embedded default config, the schema and the resources: the checkout's, or an installed package's copy
 ROOT = shipped.root()
 
@@ -172,7 +175,7 @@ class Run:
         return AblationJob(job, data.rows, ablation, rows=rows, loaded=model.loaded())
 
     def ablate(self, model: Model, data: TaskData, units, ablation: str = "zero-query", metric=None,
-               prompts: str = "scoring") -> pl.DataFrame:
+               prompts: str = SCORING) -> pl.DataFrame:
         """The units you choose ablated together: `units` one label (`"L0H5"`), a set (`["L0H5",
         "L1H2"]`) or a list of sets (one row each). Each row: `clean`, `ablated`, `floor`, `drop`,
         `damage` and their bootstrap intervals over the prompts (`drop_lo`, ..., `damage_hi`; NaN
@@ -184,14 +187,14 @@ class Run:
         return summary.with_columns(ablation=pl.lit(ablation), prompts=pl.lit(prompts))
 
     def per_prompt(self, model: Model, data: TaskData, units, ablation: str = "zero-query", metric=None,
-                   prompts: str = "scoring") -> pl.DataFrame:
+                   prompts: str = SCORING) -> pl.DataFrame:
         """As `ablate`, one row per set and prompt: `row` (its position in `data.rows`), `clean`,
         `ablated`, `floor` and `drop`; a set's drops average to its `ablate` drop."""
         job = self._job(model, data, ablation, prompts)
         sets = unit_sets(units, {u.label: u for u in job.units})
         return measure(job, sets, metric_of(metric), None)[1]
 
-    def attention(self, model: Model, data: TaskData, head: str, prompts: str = "scoring") -> pl.DataFrame:
+    def attention(self, model: Model, data: TaskData, head: str, prompts: str = SCORING) -> pl.DataFrame:
         """The attention pattern of query head `head` (`"L1H2"`), as TransformerLens' hook
         `blocks.{layer}.attn.hook_pattern` gives it: one row per prompt (`row`), query position and
         key position (causal: key <= query), `weight`, and the tokens at both positions."""

@@ -124,7 +124,8 @@ class Scanner(SelfCheck, Incremental):
         hooks, sites = [], {layer: self._z_site(layer) for layer in keep}
         w = getattr(next(iter(sites.values()), None), "weight", None)  # the bridge's hook points have none
         masks = torch.stack(list(keep.values())) if keep else None
-        masks = masks.to(w.device) if isinstance(w, torch.Tensor) and keep else masks
+        on = w.device if isinstance(w, torch.Tensor) and w.device.type != "meta" else None  # offloaded: meta
+        masks = masks.to(on) if on is not None and keep else masks
         at_on = {}  # the rows on each replacement's device, copied once
         for i, layer in enumerate(keep):
             repl, site, mask = self.replacement.get(layer), sites[layer], masks[i]
