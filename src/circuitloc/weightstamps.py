@@ -9,14 +9,16 @@ least `RACY_NS` before the stamp (a write in the same clock tick as the check wo
 time), so a stamp made right after a file was written is not trusted and is remade by a later check.
 
 The stamps live in `.snakemake/circuitloc/verified/` of the run's directory; a job turns them on
-(`runner.setup`), anything else (a test, a notebook) hashes every time. Standard library only."""
+(`runner.setup`), anything else (a test, a notebook) hashes every time. Standard library and circuitloc.atomic only."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
+
+from circuitloc.atomic import write_text
+from circuitloc.errors import ArtifactError
 
 DIRECTORY = Path(".snakemake") / "circuitloc" / "verified"
 RACY_NS = 2_000_000_000  # 2 s: far above any file system's time granularity
@@ -58,8 +60,6 @@ def remember(path, sha256: str) -> None:
     stamp, _ = found
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
-        tmp.write_text(f"{Path(path).resolve()} {sha256} {time.time_ns()}\n")
-        os.replace(tmp, stamp)
-    except OSError:
+        write_text(f"{Path(path).resolve()} {sha256} {time.time_ns()}\n", stamp)
+    except (OSError, ArtifactError):
         pass
