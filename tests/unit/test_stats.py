@@ -10,6 +10,7 @@ from circuitloc.stats import (
     bootstrap_weights,
     censored_median,
     censored_scores,
+    definitely_less,
     drop_intervals,
     holm,
     paired_censored,
@@ -110,6 +111,22 @@ def test_censored_scores_and_pairs():
     assert (out["wins"], out["losses"], out["ties"]) == (1, 1, 2)
     assert censored_median([8, 2, 8], [True, False, True]) == (8.0, True)
     assert censored_median([8, 2, 3], [True, False, False]) == (3.0, False)
+
+
+def test_censored_scores_and_pairs_equal_definitely_less_pair_by_pair():
+    """The array forms (Gehan's scores, a pair's win or loss) against the scalar rule they vectorise,
+    one pair at a time, on draws with ties and censoring at every bound."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(2, 9))
+        v, c = rng.integers(1, 6, n).astype(float), rng.random(n) < 0.4
+        less = [[definitely_less(v[i], c[i], v[j], c[j]) for j in range(n)] for i in range(n)]
+        below = [sum(less[j][i] for j in range(n)) - sum(less[i][j] for j in range(n)) for i in range(n)]
+        assert censored_scores(v, c).tolist() == below
+        a, ac, b, bc = v, c, rng.integers(1, 6, n).astype(float), rng.random(n) < 0.4
+        out = paired_censored(a, ac, b, bc)
+        assert out["wins"] == sum(definitely_less(b[i], bc[i], a[i], ac[i]) for i in range(n))
+        assert out["losses"] == sum(definitely_less(a[i], ac[i], b[i], bc[i]) for i in range(n))
 
 
 def _holm_reference(p):
