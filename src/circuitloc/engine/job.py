@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from circuitloc import io
-from circuitloc.engine import ablation
+from circuitloc.engine import ablation, budget
 from circuitloc.engine import replacement
 from circuitloc.engine.layout import VERIFIED
 from circuitloc.engine.select import scanner_for
@@ -94,7 +94,16 @@ class AblationJob:
         build = replacement.builder(self.kind)
         if build is not None:
             self.scanner.replacement = self._replacement(build, full_df, ablation_name)
+        self._settle_budget()
         self.units = ablation.units(card, self.unit)
+
+    def _settle_budget(self) -> None:
+        """`max_batch_tokens: auto` on a GPU sized again now that the job holds its model and
+        replacement, less what it keeps beside its passes (engine.budget.settled); a CPU's number stays."""
+        repl = sum(t.numel() * t.element_size() for t in self.scanner.replacement.values())
+        keeps = budget.reserve(self.card, self.prompts.input_ids.numel(), repl)
+        self.scanner.max_batch_tokens = budget.settled(self.scanner.max_batch_tokens, self.settings.batch_tokens,
+                                                       self.card, self.device, keeps)
 
     def _replacement(self, build, full_df, ablation_name) -> dict:
         """The replacement output of the job's kind (its builder, named by the kind's registration),
