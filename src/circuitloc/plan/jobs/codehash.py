@@ -123,7 +123,8 @@ def _parse(path: Path) -> tuple[tuple, str]:
 
 def _save() -> None:
     """Write the store when this process parsed files it lacked (atomically: a concurrent writer's
-    entries may be lost, never mixed); the newest entries kept when it is full."""
+    entries may be lost, never mixed); the newest entries kept when it is full. Written with
+    PYTHONDONTWRITEBYTECODE set too (it is no bytecode; a checkout's __pycache__ is git-ignored)."""
     if not _unsaved:
         return
     entries = _stored()
