@@ -120,6 +120,36 @@ def test_a_file_that_does_not_parse_is_hashed_by_its_bytes(pkg):
     assert before != after
 
 
+def test_the_store_gives_what_parsing_gives(pkg, tmp_path, monkeypatch):
+    """Digests and imports kept across processes (codehash.STORE, keyed by a file's bytes) give the
+    hash a fresh parse gives, without parsing; a file edited since is parsed again."""
+    root, script = pkg
+    monkeypatch.setattr(codehash, "STORE", tmp_path / "store.json")
+    codehash._stored.cache_clear()
+    fresh = code_hash(script, root)
+    assert codehash.STORE.is_file()
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("parsed a file the store holds")
+
+    codehash._stored.cache_clear()  # as a new process: only the file
+    _forget_parsed_files()
+    with monkeypatch.context() as m:
+        m.setattr(codehash.ast, "parse", no_parse)
+        assert code_hash(script, root) == fresh
+        assert closure(script, root)["circuitloc/lazy.py"] == root / "lazy.py"  # imports from the store too
+    (root / "lazy.py").write_text("VALUE = 2\n")
+    codehash._stored.cache_clear()
+    _forget_parsed_files()
+    edited = code_hash(script, root)
+    monkeypatch.setattr(codehash, "STORE", tmp_path / "none" / "store.json")  # unwritable: parsed, not stored
+    (tmp_path / "none").write_text("a file, not a folder")
+    codehash._stored.cache_clear()
+    _forget_parsed_files()
+    assert code_hash(script, root) == edited != fresh
+    codehash._stored.cache_clear()
+
+
 def test_real_scripts_closure_and_speed():
     """Every workflow script's closure is found in one pass over the package, each file parsed once."""
     _forget_parsed_files()

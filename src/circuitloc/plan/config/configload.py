@@ -234,8 +234,8 @@ _Validator = _with_defaults(Draft202012Validator)
 
 
 def load_schema(schema_path) -> dict:
-    """The schema file (parsed once per text, `_parsed`; a copy the caller may change)."""
-    return copy.deepcopy(_parsed(Path(schema_path).read_text(), yaml.SafeLoader))
+    """The schema file (parsed once per text, `_parsed`, by libyaml where present; a copy to change)."""
+    return copy.deepcopy(_parsed(Path(schema_path).read_text(), getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
 
 
 _TYPES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",

@@ -26,19 +26,31 @@ written out field by field with empty fields left out, so the hash does not chan
 Python version's ``ast.dump`` format. A file that does not parse is hashed by its bytes (the job
 itself then reports the syntax error).
 
-Parsing is cached per process (the Snakefile asks for many rules); a workflow parse costs one pass
-over the package.
+Parsing is cached per process (the Snakefile asks for many rules), and across processes in a file
+beside this module's compiled code (``__pycache__/codehash.<python>.json``, as Python keeps its own
+.pyc files there): each file's digest and imports keyed by the sha256 of its bytes, so an edited
+file is parsed again and an unchanged one is not (about 0.4 s of CPU per Snakemake call, which
+parses the whole package). A store that cannot be read or written is ignored.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
+import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 
 PACKAGE = "circuitloc"
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the circuitloc this process imports
+# {sha256 of a file's bytes: [digest, imports]} across processes, named by the Python version (its
+# ast) and by FORMAT, which a change to `_canonical` or `_plain` must raise
+FORMAT = 1
+STORE = Path(__file__).resolve().with_name("__pycache__") / f"codehash.{sys.implementation.cache_tag}.v{FORMAT}.json"
+_STORE_MAX = 4000  # entries kept: an old version of a file drops out once the store is full
 
 
 _SCOPES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -46,6 +58,13 @@ _SCOPES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 def _is_docstring(stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _plain(node) -> tuple:
+    """An import statement as plain data (what the store keeps): ("import", names) or
+    ("from", level, module, names)."""
+    names = tuple(a.name for a in node.names)
+    return ("import", names) if isinstance(node, ast.Import) else ("from", node.level, node.module, names)
 
 
 def _canonical(node, imports: list) -> str:
@@ -68,16 +87,62 @@ def _canonical(node, imports: list) -> str:
 
 
 @cache
+def _stored() -> dict:
+    """The store's entries ({} when it is missing or unreadable); new ones are added in place."""
+    try:
+        entries = json.loads(STORE.read_text())
+        return entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+_unsaved: set[str] = set()  # keys parsed in this process and not yet in the store file
+
+
+@cache
 def _parse(path: Path) -> tuple[tuple, str]:
-    """(the file's import statements, digest of its normalised source); no imports when it does not parse."""
+    """(the file's import statements as plain data (`_plain`), digest of its normalised source);
+    no imports when it does not parse. From the store when these bytes were parsed before."""
     raw = path.read_bytes()
+    key = hashlib.sha256(raw).hexdigest()
+    hit = _stored().get(key)
+    if isinstance(hit, list) and len(hit) == 2:
+        return tuple(tuple(tuple(x) if isinstance(x, list) else x for x in i) for i in hit[1]), hit[0]
     try:
         tree = ast.parse(raw, filename=str(path))
     except (SyntaxError, ValueError):
-        return (), hashlib.sha256(raw).hexdigest()
-    imports: list = []
-    digest = hashlib.sha256(_canonical(tree, imports).encode()).hexdigest()
-    return tuple(imports), digest
+        imports, digest = (), key
+    else:
+        nodes: list = []
+        digest = hashlib.sha256(_canonical(tree, nodes).encode()).hexdigest()
+        imports = tuple(_plain(n) for n in nodes)
+    _stored()[key] = [digest, imports]
+    _unsaved.add(key)
+    return imports, digest
+
+
+def _save() -> None:
+    """Write the store when this process parsed files it lacked (atomically: a concurrent writer's
+    entries may be lost, never mixed); the newest entries kept when it is full. Written with
+    PYTHONDONTWRITEBYTECODE set too (it is no bytecode; a checkout's __pycache__ is git-ignored)."""
+    if not _unsaved:
+        return
+    entries = _stored()
+    keep = dict(list(entries.items())[-_STORE_MAX:])
+    try:
+        STORE.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=STORE.parent, prefix=".codehash.", suffix=".tmp")
+    except OSError:  # a read-only install: parse again next time
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(keep, f, separators=(",", ":"))
+        os.chmod(tmp, 0o644)  # as Python's own .pyc files, not mkstemp's 0600
+        os.replace(tmp, STORE)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        return
+    _unsaved.clear()
 
 
 def _module_file(name: str, package_dir: Path) -> Path | None:
@@ -102,27 +167,28 @@ def imported_names(source: str | Path | ast.AST, package: str | None) -> set[str
     may load (submodule candidates of ``from X import name`` included), `package` being the
     importing module's package (None for a script, whose relative imports cannot resolve)."""
     if isinstance(source, ast.AST):
-        nodes = [n for n in ast.walk(source) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        nodes = [_plain(n) for n in ast.walk(source) if isinstance(n, (ast.Import, ast.ImportFrom))]
     else:
         nodes = _parse(Path(source))[0]
     names: set[str] = set()
     for node in nodes:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names.update(_with_parents(alias.name))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if package is None:
-                    continue
-                up = package.split(".")
-                if node.level - 1 >= len(up):
-                    continue
-                base = ".".join(up[: len(up) - (node.level - 1)])
-                base = f"{base}.{node.module}" if node.module else base
-            else:
-                base = node.module
-            names.update(_with_parents(base))
-            names.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+        if node[0] == "import":
+            for name in node[1]:
+                names.update(_with_parents(name))
+            continue
+        _, level, module, imported = node
+        if level:
+            if package is None:
+                continue
+            up = package.split(".")
+            if level - 1 >= len(up):
+                continue
+            base = ".".join(up[: len(up) - (level - 1)])
+            base = f"{base}.{module}" if module else base
+        else:
+            base = module
+        names.update(_with_parents(base))
+        names.update(f"{base}.{a}" for a in imported if a != "*")
     return names
 
 
@@ -170,4 +236,5 @@ def code_hash(script: str | Path, package_dir: Path | None = None, length: int =
     h = hashlib.sha256()
     for name, path in closure(script, package_dir).items():
         h.update(f"{name}\0{_parse(path)[1]}\n".encode())
+    _save()
     return h.hexdigest()[:length]
