@@ -115,6 +115,17 @@ def tiny_run(tmp_path_factory, worker_id):
 
 
 @pytest.fixture(scope="session")
+def shared_once(tmp_path_factory, worker_id):
+    """`shared_once(name, build)`: the directory `build(path)` made once for the whole test session,
+    itself (read-only: every worker reads the same one). For a module's fixture whose tests only read
+    what it made: pytest-xdist hands a module's tests to both workers, and a worker that ran another
+    module's test in between sets a module fixture up again, so a module-scoped fixture that computes
+    (a subprocess of seconds) would compute two or three times a session."""
+    shared = _session_dir(tmp_path_factory, worker_id)
+    return lambda name, build: _built_once(shared, name, build)
+
+
+@pytest.fixture(scope="session")
 def built_once(tmp_path_factory, worker_id):
     """`built_once(name, build)`: a copy, this worker's own, of the directory `build(path)` made once
     for the whole test session. For a module's fixture whose tests change what they get (and put it

@@ -70,19 +70,23 @@ def _same_frames(got: pl.DataFrame, want: pl.DataFrame) -> None:
 
 
 @pytest.fixture(scope="module")
-def ran(tiny_run, tmp_path_factory):
-    """The page's code run once (as a notebook would, from a checkout), its frames in files."""
-    work = tmp_path_factory.mktemp("api_example")
-    code = "".join(section_code(t) for t in SECTIONS)
-    (work / ".test").symlink_to(ROOT / ".test")  # the config and the toys' paths, as from a checkout
-    (work / "example.py").write_text(code + SAVE)
-    curve = tiny_run / "results" / "curves" / "ioi" / "tiny_mha" / "resample-query.parquet"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), "RESAMPLE_CURVE": str(curve)}
-    p = subprocess.run([sys.executable, "example.py"], cwd=work, env=env, capture_output=True, text=True,
-                       timeout=1500)
-    assert p.returncode == 0, p.stderr[-3000:]
-    (work / "stdout.txt").write_text(p.stdout)
-    return work
+def ran(tiny_run, shared_once):
+    """The page's code run once a test session (as a notebook would, from a checkout), its frames in
+    files (`shared_once`: the module's tests run on both workers, and the script takes seconds)."""
+
+    def build(work):
+        work.mkdir()
+        code = "".join(section_code(t) for t in SECTIONS)
+        (work / ".test").symlink_to(ROOT / ".test")  # the config and the toys' paths, as from a checkout
+        (work / "example.py").write_text(code + SAVE)
+        curve = tiny_run / "results" / "curves" / "ioi" / "tiny_mha" / "resample-query.parquet"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), "RESAMPLE_CURVE": str(curve)}
+        p = subprocess.run([sys.executable, "example.py"], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=1500)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (work / "stdout.txt").write_text(p.stdout)
+
+    return shared_once("api_example", build)
 
 
 def _scores(tiny_run, task="ioi", ablation="zero-query", what="") -> pl.DataFrame:
