@@ -23,13 +23,16 @@ def _results(run):
 
 
 def test_deleted_intermediates_are_planned_by_a_plain_rerun(tmp_path):
-    """A finished run of stand-ins (nothing computed): a deleted score file and a deleted toy's
-    weights are each planned again with what depends on them (before, Snakemake said "Nothing to
-    be done": no target asked for them)."""
+    """A finished run of stand-ins (nothing computed): a deleted score file, a deleted specificity
+    file and a deleted toy's weights are each planned again with what depends on them (before,
+    Snakemake said "Nothing to be done": no target asked for them)."""
     run = copy_workflow(tmp_path / "wf")
     stand_in_outputs(run, smk("-n", *RUN, cwd=run).stdout)
     smk("--touch", "--forceall", *RUN, cwd=run)
     assert planned_jobs(smk("-n", *RUN, cwd=run).stdout) == []
+    (run / "results/specificity/tiny_mha/zero-query.parquet").unlink()
+    jobs = planned_jobs(smk("-n", *RUN, cwd=run).stdout)
+    assert any(r.split("__")[0] == "specificity" and wc == {"model": "tiny_mha"} for r, wc in jobs), jobs
     (run / "results/scores/ioi/tiny_gqa/zero-query.parquet").unlink()
     shutil.rmtree(run / "results/models/tiny_mha/weights")
     jobs = planned_jobs(smk("-n", *RUN, cwd=run).stdout)

@@ -203,8 +203,9 @@ def _tables_and_figures(config) -> list[str]:
 
 def intermediates(config) -> list[str]:
     """Every file the tables are computed from: a toy's or GGUF model's weights, each dataset and its
-    filter counts, each score and curve file. In the default target so that one deleted, or removed
-    by Snakemake after a forced job failed, is rebuilt (with what depends on it) by a plain rerun:
+    filter counts, each score and curve file, each specificity file. In the default target so that
+    one deleted, or removed by Snakemake after a forced job failed, is rebuilt (with what depends on
+    it) by a plain rerun:
     Snakemake plans nothing for a missing file that no target asks for when its consumers' outputs
     exist."""
     out = [WEIGHTS.format(model=m) for m in models(config) if model_spec(config, m).get("source") != "hf"]
@@ -213,6 +214,8 @@ def intermediates(config) -> list[str]:
             out += [DATA.format(task=t, model=m), FILTER.format(task=t, model=m)]
             for a in model_ablations(config, m):
                 out += [p.format(task=t, model=m, ablation=a) for p in (SCORES, CURVES, CONTROLS, PROMPTS)]
+    if "specificity" in config["analysis"]:  # the specificity table's inputs (rule specificity_table)
+        out += [paths.SPECIFICITY.format(model=m, ablation=a) for m in models(config) for a in model_ablations(config, m)]
     return out
 
 
