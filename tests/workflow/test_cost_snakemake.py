@@ -31,10 +31,10 @@ def test_cost_job_runs_after_every_job_that_writes_a_benchmark(configfile):
     assert len(cost) == 1
     assert {rule for rule, _, b in jobs if b is None} == {"report", "all"}
     targets = set(next(inp for rule, inp, _ in jobs if rule == "all").split(", "))
-    # the intermediates (data, scores, curves, built weights) are targets so that a deleted one is
-    # rebuilt; the cost job waits for them through the tables that read them
-    inter = {f for f in targets if f.startswith(("results/data/", "results/scores/", "results/curves/"))
-             or f.endswith("/weights")}
+    # the intermediates (data, scores, curves, specificity files, built weights) are targets so that a
+    # deleted one is rebuilt; the cost job waits for them through the tables that read them
+    inter = {f for f in targets if f.startswith(("results/data/", "results/scores/", "results/curves/",
+                                                 "results/specificity/")) or f.endswith("/weights")}
     assert inter
     assert set(cost[0][1].split(", ")) == targets - inter - {"results/tables/cost.csv", "results/report.html"}
     assert "results/tables/cost.csv" in next(inp for rule, inp, _ in jobs if rule == "report").split(", ")
