@@ -38,11 +38,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
+
+from circuitloc.atomic import write_text
+from circuitloc.errors import ArtifactError
 
 PACKAGE = "circuitloc"
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the circuitloc this process imports
@@ -122,25 +123,16 @@ def _parse(path: Path) -> tuple[tuple, str]:
 
 
 def _save() -> None:
-    """Write the store when this process parsed files it lacked (atomically: a concurrent writer's
-    entries may be lost, never mixed); the newest entries kept when it is full. Written with
-    PYTHONDONTWRITEBYTECODE set too (it is no bytecode; a checkout's __pycache__ is git-ignored)."""
+    """Write the store when this process parsed files it lacked (atomically, by the project's own
+    writer: a concurrent writer's entries may be lost, never mixed); the newest entries kept when it
+    is full. Written with PYTHONDONTWRITEBYTECODE set too (it is no bytecode; a checkout's
+    __pycache__ is git-ignored). A store that cannot be written (a read-only install) is skipped."""
     if not _unsaved:
         return
-    entries = _stored()
-    keep = dict(list(entries.items())[-_STORE_MAX:])
+    keep = dict(list(_stored().items())[-_STORE_MAX:])
     try:
-        STORE.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=STORE.parent, prefix=".codehash.", suffix=".tmp")
-    except OSError:  # a read-only install: parse again next time
-        return
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(keep, f, separators=(",", ":"))
-        os.chmod(tmp, 0o644)  # as Python's own .pyc files, not mkstemp's 0600
-        os.replace(tmp, STORE)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        write_text(json.dumps(keep, separators=(",", ":")), STORE)
+    except (OSError, ArtifactError):  # parsed again next time
         return
     _unsaved.clear()
 
