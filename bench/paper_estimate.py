@@ -195,13 +195,17 @@ def _audited(step: int, audit: float) -> bool:
     return Greedy(1, 1, guided=1, audit=audit, attribution="linear").audited(step)
 
 
+def card_of(m: dict, dtype: str) -> SimpleNamespace:
+    """What engine.budget reads of a model card, from the model's sizes."""
+    return SimpleNamespace(dtype=dtype, n_layers=m["layers"], d_model=m["d_model"], n_heads=m["heads"])
+
+
 def token_budget(m: dict, dtype: str, keeps: int) -> int:
     """`max_batch_tokens: auto` on an H200 holding the model, less what the job keeps (engine.budget)."""
     from circuitloc.engine import budget
     from circuitloc.plan.jobs.resources import DTYPE_BYTES
 
-    card = SimpleNamespace(dtype=dtype, n_layers=m["layers"], d_model=m["d_model"], n_heads=m["heads"])
-    return budget.auto_tokens(max(0, DEVICE_BYTES - DTYPE_BYTES[dtype] * m["params"] - keeps), card)
+    return budget.auto_tokens(max(0, DEVICE_BYTES - DTYPE_BYTES[dtype] * m["params"] - keeps), card_of(m, dtype))
 
 
 def load_config(configfile: str) -> dict:
@@ -239,7 +243,7 @@ def model_rows(cfg: dict, model: str, m: dict, steps: tuple[int, int], padded: b
 
     spec, dtype = views.model_spec(cfg, model), views.model_build_spec(cfg, model).get("dtype", "float32")
     nbytes = DTYPE_BYTES[dtype]
-    card = SimpleNamespace(dtype=dtype, n_layers=m["layers"], d_model=m["d_model"], n_heads=m["heads"])
+    card = card_of(m, dtype)
     L, mha = m["layers"], m["kv"] == m["heads"]
     out = {s: {"passes": 0.0, "tokens": 0.0} for s in STAGES}
     tasks = [t for t in views.dataset_tasks(cfg) if model in views.models_for(cfg, t)]
@@ -290,7 +294,7 @@ def model_rows(cfg: dict, model: str, m: dict, steps: tuple[int, int], padded: b
                 tok, data = neutral_tok, neutral_tok
             else:
                 tcfg = views.task_config(cfg, task, model)
-                mean, longest = lengths(task, tcfg, spec, int(cfg.get("seed", 0)))
+                mean, longest = lengths(registry.task(task).base or task, tcfg, spec, int(cfg.get("seed", 0)))
                 n_data = int(tcfg.get("n") or facts_pool or 0)
                 tok, data = min(int(tcfg["n_score"]), n_data) * (longest if padded else mean), n_data * mean
             p = 1 + (1 + 1 / L) + 1 + len(views.model_tasks(cfg, model)) * (L + 1) / (2 * L)
