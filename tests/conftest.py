@@ -7,6 +7,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from snakemake_fork import SERVER  # noqa: E402
 from workflow_helpers import CORES, copy_workflow, smk  # noqa: E402
 
 
@@ -19,9 +20,10 @@ def pytest_addoption(parser):
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and of its children that have ended (Snakemake and its jobs)."""
+    """CPU seconds of this process and of its children that have ended (Snakemake and its jobs), and of
+    the Snakemake calls the fork server ran for it (tests/snakemake_fork.py: not this process's children)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + t.children_user + t.children_system + SERVER.cpu
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,12 +6,12 @@ import http.server
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from circuitloc.plan import paths
+from snakemake_fork import SERVER
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -26,8 +26,7 @@ def smk_env(**extra):
 
 
 def smk(*args, cwd=ROOT, check=True, timeout=1500, env=None):
-    p = subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env or smk_env(), capture_output=True, text=True,
-                       timeout=timeout)
+    p = SERVER.run(list(args), cwd, env or smk_env(), timeout, serve_env=smk_env())  # as subprocess.run would
     if check and p.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
     return p
