@@ -41,6 +41,22 @@ def test_every_case_covers_or_is_named_in_the_docs():
             assert r["unskewed"] < regimes.LEVEL, r
 
 
+def test_the_benchs_conditioning_rule_is_the_shipped_one():
+    """The bench admits a run as stats.mean_intervals(span, w)[0] > 0 does (its quantile over every
+    run at once, the call itself where a resample has no spread: 2 prompts), in every noise."""
+    from coverage import noise
+
+    rng, mixed = np.random.default_rng(1), False
+    for dist in regimes.DISTS:
+        for cv, n in ((0.25, 10), (1.0, 20), (3.0, 60), (3.0, 2)):
+            s = 1.0 + cv * noise(rng, dist, (200, n))
+            w = stats.bootstrap_weights(n, 1000, int(rng.integers(2 ** 31)))
+            got, want = regimes.admitted(s, w), stats.mean_intervals(s, w)[0] > 0
+            assert (got == want).all(), (dist, cv, n)
+            mixed = mixed or 0 < want.sum() < len(want)
+    assert mixed  # some case admits some runs and not others
+
+
 def test_runs_without_a_note_cover_from_the_flag_on():
     """The fast form of the table's bar (300 runs a case, Monte Carlo se 0.015): at `MIN_PROMPTS`
     prompts every skewed and heavy-tailed run is widened (none is left without a note, where the
