@@ -66,28 +66,32 @@ def heads_to_tests(mha: np.ndarray, kv: np.ndarray) -> tuple[np.ndarray, np.ndar
     total = a.sum(axis=1)
     p = np.ones(len(a))  # stat 0: p 1
     order = np.argsort(total)
+    order = order[stat[order] != 0]
     for rows in np.array_split(order, max(1, len(order) // 128)):  # rows of like sums together: narrow arrays
-        p[rows] = _counted_p(a[rows], total[rows], np.abs(stat[rows]))
+        if len(rows):
+            p[rows] = _counted_p(a[rows], total[rows], np.abs(stat[rows]))
     p = np.where(stat == 0, 1.0, p)
     return p.reshape(shape), stat.astype(float).reshape(shape)
 
 
 def _counted_p(a: np.ndarray, total: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """`seedtests._counted_p` of every row of a ([R, n] nonnegative integers, zeros carrying no sign):
-    count[r, x], the sign patterns of row r whose '+' pairs sum to x, built pair by pair, each row
-    shifted by its own value through a window of a zero-padded copy."""
-    width, pad = int(total.max()) + 1, int(a.max())
+    """`seedtests._counted_p` of every row of a ([R, n] nonnegative integers, zeros carrying no sign;
+    t > 0): count[r, x], the sign patterns of row r whose '+' pairs sum to x, built pair by pair,
+    each row shifted by its own value through a window of a zero-padded copy. The counts are
+    symmetric (x and total - x), so the patterns at least as extreme are twice those with
+    x <= (total - t) / 2, and only those x are counted: the same integers, so the same p."""
+    low = (total - t) // 2  # signed sum 2x - total <= -t
+    width, pad = int(low.max()) + 1, int(a.max())
     count = np.zeros((len(a), pad + width), np.int32 if a.shape[1] < 31 else np.int64)  # at most 2^n patterns
     count[:, pad] = 1
-    rows, reach = np.arange(len(a)), np.cumsum(a, axis=1).max(axis=0) + 1  # columns that can be nonzero yet
+    rows = np.arange(len(a))
+    reach = np.minimum(np.cumsum(a, axis=1).max(axis=0) + 1, width)  # columns that can be nonzero yet
     for j in range(a.shape[1]):
         w = int(reach[j])
         shifted = np.lib.stride_tricks.sliding_window_view(count[:, :pad + w], w, axis=1)[rows, pad - a[:, j]]
         shifted *= (a[:, j:j + 1] > 0)
         count[:, pad:pad + w] += shifted
-    x = np.arange(width)
-    extreme = np.abs(2 * x[None, :] - total[:, None]) >= t[:, None]
-    hits = np.where(extreme, count[:, pad:], 0).sum(axis=1, dtype=np.int64)
+    hits = 2 * np.where(np.arange(width)[None, :] <= low[:, None], count[:, pad:], 0).sum(axis=1, dtype=np.int64)
     return np.minimum(1.0, hits / 2.0 ** np.count_nonzero(a, axis=1))
 
 
@@ -111,9 +115,23 @@ def verdicts_many(top: np.ndarray, mha: np.ndarray, kv: np.ndarray) -> list[list
             row = {"n_pairs": n, "verdict_heads_to": "h", "top_head_pct_family": "primary", "h_family": "primary",
                    "top_head_pct_p_all": adj[k], "h_frac_p_all": adj[top.shape[1] + k],
                    "direction_top_head": int(direction_top[b, k]), "direction_heads_to": int(np.sign(-stat[b, k]))}
-            keys.append(verdict_key(verdict(row, "all", ALPHA)))
+            keys.append(_verdict_key(row))
         out.append(keys)
     return out
+
+
+_KEYS: dict = {}
+
+
+def _verdict_key(row: dict) -> str:
+    """verdict_key(verdict(row, "all", ALPHA)), remembered by what `verdicts.verdict` reads of such a
+    row: the seed count, which of the two adjusted p-values are below alpha, and the directions
+    (test_sweep_calibration checks it against the call on random rows)."""
+    sig = tuple(bool(np.isfinite(row[c]) and row[c] < ALPHA) for c in ("top_head_pct_p_all", "h_frac_p_all"))
+    key = (row["n_pairs"] >= 2, sig, row["direction_top_head"], row["direction_heads_to"])
+    if key not in _KEYS:
+        _KEYS[key] = verdict_key(verdict(row, "all", ALPHA))
+    return _KEYS[key]
 
 
 def verdicts(top: np.ndarray, mha: np.ndarray, kv: np.ndarray) -> list[str]:

@@ -14,7 +14,7 @@ from circuitloc import stats
 from circuitloc.report.sweep import stability
 from circuitloc.report.sweep.paired import paired
 from circuitloc.report.sweep.summary import SweepStats, per_model
-from circuitloc.report.sweep.verdicts import overview, verdict_key
+from circuitloc.report.sweep.verdicts import overview, verdict, verdict_key
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -119,12 +119,18 @@ def test_the_benchs_batched_tests_are_paired_censoreds():
         assert calib.verdicts_many(top, mha, kv) == [calib.verdicts(*x) for x in zip(top, mha, kv)]
         seen.append(st == 0)
     assert np.concatenate(seen, axis=None).any()
+    for _ in range(2000):  # the verdicts it remembers are verdicts.verdict's on any such row
+        ps = rng.choice([np.nan, 0.0, 0.01, 0.0499, 0.05, 0.2, 1.0], 2)
+        row = {"n_pairs": int(rng.integers(1, 31)), "verdict_heads_to": "h", "top_head_pct_family": "primary",
+               "h_family": "primary", "top_head_pct_p_all": ps[0], "h_frac_p_all": ps[1],
+               "direction_top_head": int(rng.integers(-1, 2)), "direction_heads_to": int(rng.integers(-1, 2))}
+        assert calib._verdict_key(row) == verdict_key(verdict(row, "all", calib.ALPHA)), row
 
 
 @pytest.mark.slow
 def test_docs_quote_the_calibration_the_bench_computes():
     """docs/method.md's calibration table is what bench/stability_calibration.py prints (the full
-    computation, about 25 s: every resample of a run is tested at once)."""
+    computation, about 20 s of CPU: every resample of a run is tested at once)."""
     text = (ROOT / "docs" / "method.md").read_text()
     block = text.split(calib.START)[1].split(calib.END)[0].strip()
     assert block == calib.table()
