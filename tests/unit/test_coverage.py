@@ -1,6 +1,6 @@
 """The damage interval's coverage, case by case, at the shipped resamples (bench/coverage_regimes.py):
-docs/method.md's table must be exactly what the code computes (the full table, a few minutes on
-one core: `slow`), and a few cases at fewer runs check the same rules in seconds."""
+docs/method.md's table must be exactly what the code computes (the full table, about 45 s of CPU:
+`slow`), and a few cases at fewer runs check the same rules in seconds."""
 
 import sys
 from pathlib import Path
