@@ -1,8 +1,7 @@
 """A pinned toy recipe trains to the same bits whatever kernel path the machine would take
 (circuitloc.kernels; the sweep configs' `kernels: pinned`), and the pinning is what makes it so:
 the same toy unpinned under another ATen path ends elsewhere. Each training runs in a fresh process
-(torch reads the switches once, when it starts): bench/toy_kernels.py, 5 steps of a sweep toy (most of
-each process is importing torch and transformers)."""
+(torch reads the switches once, when it starts): bench/toy_kernels.py, 20 steps of a sweep toy."""
 
 import os
 import platform
@@ -16,7 +15,6 @@ import torch
 from circuitloc import kernels
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = "5"  # each step runs every kernel of the training once: a differing path shows from the first
 pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                                 reason="the kernel switches are x86-64's")
 
@@ -24,7 +22,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 def _train(tmp_path, name, env):
     out = tmp_path / f"{name}.safetensors"
     base = {k: v for k, v in os.environ.items() if k not in (*kernels.PINNED, "CIRCUITLOC_KERNELS")}
-    subprocess.run([sys.executable, str(ROOT / "bench" / "toy_kernels.py"), "--steps", STEPS, "--worker", str(out)],
+    subprocess.run([sys.executable, str(ROOT / "bench" / "toy_kernels.py"), "--steps", "20", "--worker", str(out)],
                    env={**base, "OMP_NUM_THREADS": "1", **env}, check=True, cwd=ROOT, timeout=300)
     from safetensors.torch import load_file
 
