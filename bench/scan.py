@@ -1,6 +1,6 @@
 """Time the naive TransformerLens loop (one full forward per head, a hook on hook_z) against the
 scan engine on the same model and prompts, check the scores agree, and print the ratios; and how
-far the engine is from the hardware: this device's matmul rate (a 2048^2 torch.mm in the engine's
+far the engine is from the hardware: this device's matmul rate (a 2048^2 torch.mm, --matmul-size, in the engine's
 dtype on --threads threads, best of 5, measured in the same run) beside the engine's achieved rate,
 the FLOPs of the forward-pass equivalents it did (counted from the model's shapes: every Linear
 weight of a layer, 2 FLOPs per weight per token, plus causal attention scores and mixing, over the
@@ -9,6 +9,11 @@ padded prompt set; the last-position unembedding is left out) per second.
     python bench/scan.py                          # SmolLM2-135M (needs its card), IOI, 20 prompts
     python bench/scan.py --random pythia-160m     # random weights, a paper model's configuration
     python bench/scan.py --device cuda --dtype bfloat16
+    python bench/scan.py --random tiny-llama --prompts 3 --in-process --matmul-size 256   # a check in seconds
+
+Each measurement runs in a fresh process (its peak memory its own, its start-up outside the times);
+--in-process runs them one after another in this one (no interpreter and torch import per mode, as
+tests/models/test_bench_commands.py does: the peak memory is then the largest so far).
 """
 
 from __future__ import annotations
@@ -133,7 +138,7 @@ def _measure(args, mode, queue):
 
     torch.set_num_threads(args.threads)
     if mode == "matmul":
-        queue.put({"mode": mode, "flops_per_s": matmul_rate(device=args.device, dtype=args.dtype)})
+        queue.put({"mode": mode, "flops_per_s": matmul_rate(args.matmul_size, device=args.device, dtype=args.dtype)})
         return
     from circuitloc.engine.bridge import naive_run
     from circuitloc.engine.scan import Scanner
@@ -172,6 +177,15 @@ def _measure(args, mode, queue):
 
 
 def measure(args, mode):
+    if args.in_process:
+        import torch
+
+        threads, q = torch.get_num_threads(), queue.Queue()
+        try:
+            _measure(args, mode, q)
+        finally:
+            torch.set_num_threads(threads)  # the caller's again
+        return q.get()
     ctx = mp.get_context("spawn")  # a fresh process each, so peak memory is each mode's own
     q = ctx.Queue()
     p = ctx.Process(target=_measure, args=(args, mode, q))
@@ -202,6 +216,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--in-process", action="store_true",
+                    help="measure in this process, not a fresh one per mode (peak memory: the largest so far)")
+    ap.add_argument("--matmul-size", type=int, default=2048, help="n of the n x n x n torch.mm of the matmul rate")
     args = ap.parse_args(argv)
     if not args.random and not Path(args.card).exists():
         sys.exit(f"no card at {args.card}: run `snakemake --cores all results/models/smollm2_135m/card.json` "
@@ -227,7 +244,7 @@ def main(argv=None) -> dict:
     achieved = engine["flops"] / engine["seconds"]
     print(f"engine rate: {engine['flops'] / 1e9:.1f} GFLOP in {engine['seconds']:.2f} s = {achieved / 1e9:.1f} GFLOP/s, "
           f"{achieved / mm['flops_per_s']:.0%} of this {args.device}'s {args.dtype} matmul rate "
-          f"({mm['flops_per_s'] / 1e9:.1f} GFLOP/s, 2048^2 torch.mm, {args.threads} thread(s))")
+          f"({mm['flops_per_s'] / 1e9:.1f} GFLOP/s, {args.matmul_size}^2 torch.mm, {args.threads} thread(s))")
     print(f"max |score difference| (logit diff): {np.abs(nv - ev).max():.2e}  "
           f"({'identical within 1e-4' if np.abs(nv - ev).max() <= 1e-4 else 'DIFFERENT'})")
     result = {"model": model, "naive": naive, "engine": engine, "matmul": mm, "max_diff": float(np.abs(nv - ev).max())}

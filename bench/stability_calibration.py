@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from circuitloc import stats  # noqa: E402  (after the path insert)
+from circuitloc import seedtests, stats  # noqa: E402  (after the path insert)
 from circuitloc.report.sweep.verdicts import verdict, verdict_key  # noqa: E402
 
 K, ALPHA, H_MEAN, H_SD = 9, 0.05, 6.0, 1.5
@@ -51,40 +51,107 @@ def draw(rng, truth: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return top, mha, kv
 
 
-def verdicts(top: np.ndarray, mha: np.ndarray, kv: np.ndarray) -> list[str]:
-    """The K verdict keys of one family: per comparison the paired t-test of the top head and the
-    sign-flip test of heads-to, Holm over the 2K tests, `verdicts.verdict`."""
+def heads_to_tests(mha: np.ndarray, kv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`stats.paired_censored(mha, no, kv, no)`'s p and stat (nothing censored) for every row of
+    [..., n] arrays at once: Gehan scores over each row's pooled 2n values, their paired differences
+    (kv minus mha) and the exact sign-flip p of `seedtests.integer_sign_flip_p`, counted in integers
+    as it counts them, so the same floats (test_sweep_calibration checks it against paired_censored)."""
+    shape, n = mha.shape[:-1], mha.shape[-1]
+    v = np.concatenate([mha, kv], axis=-1).reshape(-1, 2 * n)
+    scores = (v[:, None, :] < v[:, :, None]).sum(-1) - (v[:, None, :] > v[:, :, None]).sum(-1)  # below i, minus above i
+    d = (scores[:, n:] - scores[:, :n]).astype(np.int64)
+    stat = d.sum(axis=1)
+    a = np.abs(d)
+    assert (np.count_nonzero(a, axis=1) <= seedtests.EXACT_COUNTS).all()  # the counted program's range
+    total = a.sum(axis=1)
+    p = np.ones(len(a))  # stat 0: p 1
+    order = np.argsort(total)
+    order = order[stat[order] != 0]
+    for rows in np.array_split(order, max(1, len(order) // 128)):  # rows of like sums together: narrow arrays
+        if len(rows):
+            p[rows] = _counted_p(a[rows], total[rows], np.abs(stat[rows]))
+    p = np.where(stat == 0, 1.0, p)
+    return p.reshape(shape), stat.astype(float).reshape(shape)
+
+
+def _counted_p(a: np.ndarray, total: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """`seedtests._counted_p` of every row of a ([R, n] nonnegative integers, zeros carrying no sign;
+    t > 0): count[r, x], the sign patterns of row r whose '+' pairs sum to x, built pair by pair,
+    each row shifted by its own value through a window of a zero-padded copy. The counts are
+    symmetric (x and total - x), so the patterns at least as extreme are twice those with
+    x <= (total - t) / 2, and only those x are counted: the same integers, so the same p."""
+    low = (total - t) // 2  # signed sum 2x - total <= -t
+    width, pad = int(low.max()) + 1, int(a.max())
+    count = np.zeros((len(a), pad + width), np.int32 if a.shape[1] < 31 else np.int64)  # at most 2^n patterns
+    count[:, pad] = 1
+    rows = np.arange(len(a))
+    reach = np.minimum(np.cumsum(a, axis=1).max(axis=0) + 1, width)  # columns that can be nonzero yet
+    for j in range(a.shape[1]):
+        w = int(reach[j])
+        shifted = np.lib.stride_tricks.sliding_window_view(count[:, :pad + w], w, axis=1)[rows, pad - a[:, j]]
+        shifted *= (a[:, j:j + 1] > 0)
+        count[:, pad:pad + w] += shifted
+    hits = 2 * np.where(np.arange(width)[None, :] <= low[:, None], count[:, pad:], 0).sum(axis=1, dtype=np.int64)
+    return np.minimum(1.0, hits / 2.0 ** np.count_nonzero(a, axis=1))
+
+
+def verdicts_many(top: np.ndarray, mha: np.ndarray, kv: np.ndarray) -> list[list[str]]:
+    """`verdicts` of B families at once ([B, K, n] arrays): the tests are computed for every family
+    together, Holm and `verdicts.verdict` family by family."""
     import scipy.stats
 
-    n = top.shape[1]
-    sd = top.std(axis=1, ddof=1)
+    n = top.shape[-1]
+    sd = top.std(axis=-1, ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = top.mean(axis=1) / (sd / np.sqrt(n))
+        t = top.mean(axis=-1) / (sd / np.sqrt(n))
     p_top = np.where(sd > 0, 2 * scipy.stats.t.sf(np.abs(t), n - 1), np.nan)
-    no = np.zeros(n, bool)
-    tests = [stats.paired_censored(mha[k], no, kv[k], no) for k in range(len(top))]
-    adj = stats.holm(np.r_[p_top, [x["p"] for x in tests]])
+    p_h, stat = heads_to_tests(mha, kv)
+    direction_top = np.sign(top.mean(axis=-1)).astype(int)
     out = []
-    for k, x in enumerate(tests):
-        row = {"n_pairs": n, "verdict_heads_to": "h", "top_head_pct_family": "primary", "h_family": "primary",
-               "top_head_pct_p_all": adj[k], "h_frac_p_all": adj[len(top) + k],
-               "direction_top_head": int(np.sign(top[k].mean())), "direction_heads_to": int(np.sign(-x["stat"]))}
-        out.append(verdict_key(verdict(row, "all", ALPHA)))
+    for b in range(len(top)):
+        adj = stats.holm(np.r_[p_top[b], p_h[b]])
+        keys = []
+        for k in range(top.shape[1]):
+            row = {"n_pairs": n, "verdict_heads_to": "h", "top_head_pct_family": "primary", "h_family": "primary",
+                   "top_head_pct_p_all": adj[k], "h_frac_p_all": adj[top.shape[1] + k],
+                   "direction_top_head": int(direction_top[b, k]), "direction_heads_to": int(np.sign(-stat[b, k]))}
+            keys.append(_verdict_key(row))
+        out.append(keys)
     return out
 
 
+_KEYS: dict = {}
+
+
+def _verdict_key(row: dict) -> str:
+    """verdict_key(verdict(row, "all", ALPHA)), remembered by what `verdicts.verdict` reads of such a
+    row: the seed count, which of the two adjusted p-values are below alpha, and the directions
+    (test_sweep_calibration checks it against the call on random rows)."""
+    sig = tuple(bool(np.isfinite(row[c]) and row[c] < ALPHA) for c in ("top_head_pct_p_all", "h_frac_p_all"))
+    key = (row["n_pairs"] >= 2, sig, row["direction_top_head"], row["direction_heads_to"])
+    if key not in _KEYS:
+        _KEYS[key] = verdict_key(verdict(row, "all", ALPHA))
+    return _KEYS[key]
+
+
+def verdicts(top: np.ndarray, mha: np.ndarray, kv: np.ndarray) -> list[str]:
+    """The K verdict keys of one family: per comparison the paired t-test of the top head and the
+    sign-flip test of heads-to, Holm over the 2K tests, `verdicts.verdict`."""
+    return verdicts_many(top[None], mha[None], kv[None])[0]
+
+
 def run(rng, n: int, boot: int, fresh: int, max_effect: float) -> list[tuple[str, float, float]]:
-    """(verdict key, stability, replication) of each comparison of one simulated run."""
+    """(verdict key, stability, replication) of each comparison of one simulated run (the resamples
+    and the fresh sets drawn one after another, as one at a time would, then tested together)."""
     truth = rng.uniform(0, max_effect, (K, 2))
     top, mha, kv = draw(rng, truth, n)
-    ref = verdicts(top, mha, kv)
-    stable, again = np.zeros(K), np.zeros(K)
-    for _ in range(boot):
-        i = rng.integers(0, n, n)  # one draw of the seeds for every comparison
-        stable += np.array(verdicts(top[:, i], mha[:, i], kv[:, i])) == np.array(ref)
-    for _ in range(fresh):
-        again += np.array(verdicts(*draw(rng, truth, n))) == np.array(ref)
-    return [(ref[k], stable[k] / boot, again[k] / fresh) for k in range(K)]
+    ref = np.array(verdicts(top, mha, kv))
+    idx = np.array([rng.integers(0, n, n) for _ in range(boot)])  # one draw of the seeds for every comparison
+    stable = (np.array(verdicts_many(*(np.ascontiguousarray(x[:, idx].transpose(1, 0, 2)) for x in (top, mha, kv))))
+              == ref).sum(axis=0)
+    fresh_sets = [draw(rng, truth, n) for _ in range(fresh)]
+    again = (np.array(verdicts_many(*(np.stack([f[j] for f in fresh_sets]) for j in range(3)))) == ref).sum(axis=0)
+    return [(str(ref[k]), stable[k] / boot, again[k] / fresh) for k in range(K)]
 
 
 def table(seeds=SEEDS, runs=RUNS, boot=BOOT, fresh=FRESH, max_effect=MAX_EFFECT, seed=SEED) -> str:

@@ -25,13 +25,15 @@ def _previous_token_scores(bridge, input_ids, last_pos, n_layers: int) -> torch.
 
 @pytest.mark.slow
 def test_induction_head_is_above_a_previous_token_head(tmp_path):
-    spec = {"n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "steps": 400, "batch": 32, "lr": 5e-3,
+    spec = {"n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "steps": 250, "batch": 32, "lr": 5e-3,
             "loss": "targets",  # the sweep's faster recipe: induction is learned by step 250 (ICL loss 0.13)
             "warmup": 50, "mix": {"ioi": 0, "induction": 1, "facts": 0}, "repeat_len": [6, 20],
             "pool_size": 200, "n_facts": 10, "eval": {"n_ioi": 10, "n_induction": 50},
             "acceptance": {"enforce": False}}
     result = train_toy(spec, tmp_path / "toy", log=lambda *a: None)
-    assert result["checks"]["icl_loss"] < 0.5, result["checks"]  # induction was learned (about 12 s; 0.015 here)
+    # induction was learned (about 8 s; 0.13 here, and at 400 steps 0.06: the heads below are as
+    # clear, induction 0.92 and previous-token 0.71 where 400 steps give 0.97 and 0.80)
+    assert result["checks"]["icl_loss"] < 0.5, result["checks"]
     tok = load_tokenizer(str(tmp_path / "toy"))
     card = make_card("toy", {"source": "toy"}, str(tmp_path / "toy"), tok)
     bridge, tok = load(card)

@@ -1,6 +1,6 @@
 """The damage interval's coverage, case by case, at the shipped resamples (bench/coverage_regimes.py):
-docs/method.md's table must be exactly what the code computes (the full table, a few minutes on
-one core: `slow`), and a few cases at fewer runs check the same rules in seconds."""
+docs/method.md's table must be exactly what the code computes (the full table, about 45 s of CPU:
+`slow`), and a few cases at fewer runs check the same rules in seconds."""
 
 import sys
 from pathlib import Path
@@ -39,6 +39,22 @@ def test_every_case_covers_or_is_named_in_the_docs():
                 assert r["unflagged_share"] >= 0.8, r
         if r["n"] == 20 and (r["dist"] == "heavy" or (r["dist"], r["cv"]) == ("skewed", 1.0)):
             assert r["unskewed"] < regimes.LEVEL, r
+
+
+def test_the_benchs_conditioning_rule_is_the_shipped_one():
+    """The bench admits a run as stats.mean_intervals(span, w)[0] > 0 does (its quantile over every
+    run at once, the call itself where a resample has no spread: 2 prompts), in every noise."""
+    from coverage import noise
+
+    rng, mixed = np.random.default_rng(1), False
+    for dist in regimes.DISTS:
+        for cv, n in ((0.25, 10), (1.0, 20), (3.0, 60), (3.0, 2)):
+            s = 1.0 + cv * noise(rng, dist, (200, n))
+            w = stats.bootstrap_weights(n, 1000, int(rng.integers(2 ** 31)))
+            got, want = regimes.admitted(s, w), stats.mean_intervals(s, w)[0] > 0
+            assert (got == want).all(), (dist, cv, n)
+            mixed = mixed or 0 < want.sum() < len(want)
+    assert mixed  # some case admits some runs and not others
 
 
 def test_runs_without_a_note_cover_from_the_flag_on():

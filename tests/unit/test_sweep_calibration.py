@@ -10,10 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from circuitloc import stats
 from circuitloc.report.sweep import stability
 from circuitloc.report.sweep.paired import paired
 from circuitloc.report.sweep.summary import SweepStats, per_model
-from circuitloc.report.sweep.verdicts import overview, verdict_key
+from circuitloc.report.sweep.verdicts import overview, verdict, verdict_key
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -102,9 +103,34 @@ def test_the_benchs_verdicts_are_the_pipelines(seed):
     assert [verdict_key(v) for v in ov["verdict_all"]] == calib.verdicts(top, mha, kv)
 
 
+def test_the_benchs_batched_tests_are_paired_censoreds():
+    """The bench tests every resample of a run at once (heads_to_tests, verdicts_many): its p and
+    stat are stats.paired_censored's, float for float, on random heads-to counts of 3 to 30 seeds
+    (ties, zero differences, stat 0 among them), and a batch's verdicts are each family's alone."""
+    rng = np.random.default_rng(7)
+    no, seen = np.zeros(30, bool), []
+    for n in (3, 10, 30):
+        top, mha, kv = (np.stack(x) for x in zip(*(calib.draw(rng, rng.uniform(0, 1.5, (9, 2)), n) for _ in range(6))))
+        p, st = calib.heads_to_tests(mha, kv)
+        for b in range(6):
+            for k in range(9):
+                r = stats.paired_censored(mha[b, k], no[:n], kv[b, k], no[:n])
+                assert (r["p"], r["stat"]) == (p[b, k], st[b, k]), (n, b, k)
+        assert calib.verdicts_many(top, mha, kv) == [calib.verdicts(*x) for x in zip(top, mha, kv)]
+        seen.append(st == 0)
+    assert np.concatenate(seen, axis=None).any()
+    for _ in range(2000):  # the verdicts it remembers are verdicts.verdict's on any such row
+        ps = rng.choice([np.nan, 0.0, 0.01, 0.0499, 0.05, 0.2, 1.0], 2)
+        row = {"n_pairs": int(rng.integers(1, 31)), "verdict_heads_to": "h", "top_head_pct_family": "primary",
+               "h_family": "primary", "top_head_pct_p_all": ps[0], "h_frac_p_all": ps[1],
+               "direction_top_head": int(rng.integers(-1, 2)), "direction_heads_to": int(rng.integers(-1, 2))}
+        assert calib._verdict_key(row) == verdict_key(verdict(row, "all", calib.ALPHA)), row
+
+
 @pytest.mark.slow
 def test_docs_quote_the_calibration_the_bench_computes():
-    """docs/method.md's calibration table is what bench/stability_calibration.py prints (minutes)."""
+    """docs/method.md's calibration table is what bench/stability_calibration.py prints (the full
+    computation, about 20 s of CPU: every resample of a run is tested at once)."""
     text = (ROOT / "docs" / "method.md").read_text()
     block = text.split(calib.START)[1].split(calib.END)[0].strip()
     assert block == calib.table()

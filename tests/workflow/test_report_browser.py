@@ -82,45 +82,49 @@ def browser():
 
 class Reader:
     """Clicks through one report as a reader does, checking after every click that the page holds
-    its app and raised no error."""
+    its app and raised no error. What it finds and clicks, it finds and clicks in one script each
+    (one round trip to the browser, not one per element read)."""
 
     def __init__(self, driver, html):
         self.d, self.html, self.step = driver, html, "opening the report"
 
-    def errors(self) -> list[str]:
-        page = self.d.execute_script("return window.__errors || []")
-        logged = [f"{e['level']}: {e['message']}" for e in self.d.get_log("browser") if e["level"] == "SEVERE"]
-        return page + logged
-
     def check(self, step):
         """The page after `step`: no error, and the app is there (a render error unmounts it all)."""
         self.step = step
-        errors = self.errors()
+        page, app = self.d.execute_script(
+            "const e = window.__errors || []; window.__errors = [];"
+            "return [e, document.querySelector('#app nav') !== null]")
+        logged = [f"{e['level']}: {e['message']}" for e in self.d.get_log("browser") if e["level"] == "SEVERE"]
+        errors = page + logged
         assert not errors, f"{self.html.name}: after {step}: " + " | ".join(errors)[:3000]
-        assert self.d.execute_script("return document.querySelector('#app nav') !== null"), \
-            f"{self.html.name}: the page is blank after {step}"
-        self.d.execute_script("window.__errors = []")
+        assert app, f"{self.html.name}: the page is blank after {step}"
 
-    def click(self, element, step):
-        self.d.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].click();", element)
-        self.check(step)
+    def click(self, find, step, *args):
+        """Click the element the JavaScript expression `find` gives (`args`: its arguments[...]);
+        whether there was one."""
+        found = self.d.execute_script(
+            f"const el = ({find}); if (!el) return false;"
+            "el.scrollIntoView({block: 'center'}); el.click(); return true;", *args)
+        if found:
+            self.check(step)
+        return found
 
-    def links(self, css="nav a"):
-        return self.d.find_elements("css selector", f"#app {css}")
+    def links(self, css="nav a") -> list[str]:
+        """The texts of the shown links under #app `css`."""
+        return self.d.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0]))"
+            ".filter(a => a.getClientRects().length).map(a => a.innerText.trim())", f"#app {css}")
 
     def link(self, text, step):
-        """Click the navbar link whose text is `text`."""
-        for a in self.links():
-            if a.text.strip() == text:
-                return self.click(a, step)
-        raise AssertionError(f"{self.html.name}: no link {text!r} to click ({step}); "
-                             f"links: {[a.text.strip() for a in self.links()]}")
+        """Click the shown navbar link whose text is `text`."""
+        if not self.click("Array.from(document.querySelectorAll('#app nav a'))"
+                          ".find(a => a.getClientRects().length && a.innerText.trim() === arguments[0])", step, text):
+            raise AssertionError(f"{self.html.name}: no link {text!r} to click ({step}); links: {self.links()}")
 
     def home(self):
         """Back to the menu (the breadcrumbs' first link, the home icon)."""
-        crumbs = self.links("nav nav ol li a")
-        assert crumbs, f"{self.html.name}: no breadcrumbs after {self.step}"
-        self.click(crumbs[0], f"the home breadcrumb after {self.step}")
+        assert self.click("document.querySelector('#app nav nav ol li a')", f"the home breadcrumb after {self.step}"), \
+            f"{self.html.name}: no breadcrumbs after {self.step}"
 
     def shown(self) -> str | None:
         """What the content pane shows: the data URI of its image or frame."""
@@ -137,40 +141,47 @@ class Reader:
             time.sleep(0.05)
         raise AssertionError(f"{self.html.name}: {what} did not happen within {WAIT_S} s ({self.step})")
 
-    def rows(self):
-        return self.d.find_elements("css selector", "#app nav table tbody tr")
+    def rows(self) -> list[tuple[str, int]]:
+        """Each row of the subcategory's table: its label (the cells but the last) and how many
+        buttons its last cell holds."""
+        return self.d.execute_script(
+            "return Array.from(document.querySelectorAll('#app nav table tbody tr')).map(tr => {"
+            "const td = Array.from(tr.querySelectorAll('td'));"
+            "return [td.slice(0, -1).map(c => c.innerText.trim()).join(' | '),"
+            "        tr.querySelectorAll('td:last-child a').length]; })")
 
-    def toggle_states(self):
+    def toggle_states(self) -> list[str | None]:
         """Every value of the subcategory's toggle (Snakemake shows at most one), or one None."""
-        labels = self.d.find_elements("css selector", "#app nav fieldset label")
+        labels = self.d.execute_script(
+            "return Array.from(document.querySelectorAll('#app nav fieldset label')).map(l => l.innerText.trim())")
         return labels or [None]
 
     def open_subcategory_items(self, where, expected: dict, back) -> set[str]:
         """Click every row's view and info buttons under every toggle value of the subcategory on
         screen (`back()` returns to it from an item's info); the data URIs it showed."""
         seen = set()
+        button = "document.querySelectorAll('#app nav table tbody tr')[arguments[0]]" \
+                 ".querySelectorAll('td:last-child a')[arguments[1]]"
 
         def select(t):  # the subcategory's view starts on its toggle's first value again
             toggle = self.toggle_states()[t]
             if toggle is not None:
-                self.click(toggle, f"toggle {toggle.text!r} in {where}")
+                assert self.click("document.querySelectorAll('#app nav fieldset label')[arguments[0]]",
+                                  f"toggle {toggle!r} in {where}", t)
 
         for t in range(len(self.toggle_states())):
             select(t)
             for i in range(len(self.rows())):
-                row = self.rows()[i]
-                label = " | ".join(td.text for td in row.find_elements("css selector", "td")[:-1])
-                buttons = row.find_elements("css selector", "td:last-child a")
-                assert len(buttons) == 2, f"{where}, row {label!r}: {len(buttons)} buttons"
-                self.click(buttons[0], f"the view button of {label!r} in {where}")
+                label, buttons = self.rows()[i]
+                assert buttons == 2, f"{where}, row {label!r}: {buttons} buttons"
+                assert self.click(button, f"the view button of {label!r} in {where}", i, 0)
                 uri = self.wait(lambda: self.shown() if self.shown() in expected.values() else None,
                                 f"showing {label!r}")
                 seen.add(uri)
                 if uri.startswith("data:text/html"):
                     self._check_frame(label)
                 crumbs = len(self.links("nav nav ol li a"))
-                self.click(self.rows()[i].find_elements("css selector", "td:last-child a")[1],
-                           f"the info button of {label!r} in {where}")
+                assert self.click(button, f"the info button of {label!r} in {where}", i, 1)
                 # the info view: the item's own breadcrumb added
                 self.wait(lambda: len(self.links("nav nav ol li a")) > crumbs, "the info view")
                 back()
@@ -260,8 +271,7 @@ def _two_item_report(work, labels):
     table, figure = LABELS[labels]
     work.mkdir()
     (work / "Snakefile").write_text(SNAKEFILE.format(table=table, figure=figure, png=PNG))
-    smk("--cores", "1", cwd=work, timeout=300)
-    smk("--report", "report.html", cwd=work, timeout=300)
+    smk("--cores", "1", "--report", "report.html", "--report-after-run", cwd=work, timeout=300)  # run, then report
     return work / "report.html"
 
 
