@@ -177,3 +177,16 @@ def test_toy_steps_reports_each_checked_step():
                           "--steps", "4", "--every", "2"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert "sweep_dh32_kv1_s0" in out and "first passes at step -" in out, out  # 4 steps pass nothing
     assert [line.split()[0] for line in out.splitlines() if line.strip().endswith("of 1")] == ["2", "4"], out
+
+
+def test_toy_steps_batch_and_lr_reach_the_trained_recipe():
+    """bench/toy_steps.py --batch/--lr: the toy trains on that batch (its rows per task) and rate, and the
+    output says what its steps and its process cost."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "toy_steps.py"), "--models", "sweep_dh32_kv1_s0",
+                          "--steps", "2", "--every", "0", "--batch", "8", "--lr", "0.001"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    line = next(x for x in out.splitlines() if x.startswith("sweep_dh32_kv1_s0"))
+    assert "batch 8 {'ioi': 3, 'induction': 3, 'facts': 2} lr 0.001 " in line, out  # mix 24:24:16 of 8 rows
+    assert "mean seconds a toy: 2 optimiser steps" in out, out
