@@ -15,24 +15,29 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import SNAKEMAKE, copy_workflow, smk, smk_env
+import yaml
+from workflow_helpers import ROOT, SNAKEMAKE, copy_workflow, reuse_models, reuse_results, smk, smk_env
 
 KINDS = ("zero", "mean", "resample")
 UNITS = ("query", "kv")
 
 
-def _config(tiny_dirs) -> dict:
-    return {"seed": 0, "device": "cpu", "max_batch_tokens": 4096,
-            "models": {"neox": {"source": "hf", "hf": str(tiny_dirs["neox"])},
-                       "qwen": {"source": "hf", "hf": str(tiny_dirs["qwen_gqa"])}},
-            # the tiny word tokenizer knows few of the generator's words: keep prompts that hold <unk>
-            "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"}},
+MODELS = ("tiny_mha", "tiny_gqa")
+
+
+def _config() -> dict:
+    """The test config's two toys and its IOI dataset (both the tiny run's, copied in: the run's
+    jobs are the score jobs alone), every ablation of each."""
+    test = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    models = {m: {k: v for k, v in test["models"][m].items() if k != "ablation"} for m in MODELS}
+    return {"seed": 0, "device": "cpu", "max_batch_tokens": 4096, "models": models,
+            "tasks": {"ioi": test["tasks"]["ioi"]},
             "ablation": {"kinds": list(KINDS), "units": list(UNITS), "min_group": 2},
             "bootstrap": {"n": 50},
             "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3, "control_draws": 2}}
 
 
-TARGETS = [f"results/scores/ioi/{m}/{k}-{u}.parquet" for m in ("neox", "qwen") for k in KINDS for u in UNITS]
+TARGETS = [f"results/scores/ioi/{m}/{k}-{u}.parquet" for m in MODELS for k in KINDS for u in UNITS]
 
 
 def _outputs(work: Path) -> dict:
@@ -69,9 +74,12 @@ def _kept_in_a_running_job(work: Path) -> list:
 
 
 @pytest.mark.workflow
-def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
+@pytest.mark.long(30)
+def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_run):
     work = copy_workflow(tmp_path / "wf")
-    (work / "kr.yaml").write_text(json.dumps(_config(tiny_dirs)))
+    reuse_models(tiny_run, work, MODELS)  # a model build or a dataset would add seconds and test nothing more here
+    reuse_results(tiny_run, work, *(f"data/ioi/{m}.{ext}" for m in MODELS for ext in ("parquet", "filter.json")))
+    (work / "kr.yaml").write_text(json.dumps(_config()))
     opts = ["--cores", "1", "--configfile", "kr.yaml"]
     args = [*TARGETS, *opts]
 
@@ -126,7 +134,8 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
         assert f"scores ioi/{model}/{ablation}: " not in job_log  # (the lines of a computed ablation)
     # every artifact is there, complete, and nothing temporary or partial is left
     assert all((work / t).exists() for t in TARGETS)
-    leftovers = [p for p in (work / "results").rglob(".*")]
+    # (a directory output's .snakemake_timestamp is Snakemake's: the copied toys' weights folders)
+    leftovers = [p for p in (work / "results").rglob(".*") if p.name != ".snakemake_timestamp"]
     assert not leftovers, leftovers
     assert not _incomplete(work)
 
