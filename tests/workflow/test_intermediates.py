@@ -45,7 +45,7 @@ def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_
     """A corrupt weights file of the right size (a cut one the plan sees and rebuilds itself:
     plan.jobs.weights, workflow/test_inputs.py): a forced job that loads the model fails on the
     card's sha256 and Snakemake removes the files it had written. The hint's command, the user's own
-    as typed (here `python -m snakemake`), run as printed in the run's directory, plans the card alone
+    as typed (here `python -m snakemake`), run as printed in the run's directory, runs the card's job alone
     and rebuilds the weights; a plain rerun then restores every file (another model's intermediate
     deleted meanwhile too), and the tables equal the clean run's. The forced job is tiny_mha's
     specificity job and the deleted file tiny_gqa's specificity file: every torch job loads its model
@@ -67,9 +67,10 @@ def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_
     assert hint, console[-3000:]
     cmd = shlex.split(hint.group(1))
     assert cmd[1:3] == ["-m", "snakemake"] and "--cores" in cmd and ".test/config.yaml" in cmd, cmd
-    dry = subprocess.run([*cmd, "-n"], cwd=run, env=smk_env(), capture_output=True, text=True)
-    assert planned_jobs(dry.stdout) == [("model", {"model": "tiny_mha"})], dry.stdout[-3000:] + dry.stderr[-3000:]
-    assert subprocess.run(cmd, cwd=run, env=smk_env(), capture_output=True, text=True).returncode == 0
+    # run as printed: the jobs it runs (the blocks Snakemake prints as it starts each) are the card's alone
+    ran = subprocess.run(cmd, cwd=run, env=smk_env(), capture_output=True, text=True)
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0 and planned_jobs(said) == [("model", {"model": "tiny_mha"})], said[-3000:]
     # another job's intermediate, deleted meanwhile: tiny_gqa's specificity file, whose table the
     # forced job's rerun remakes anyway (a score file would rerun its task's curves, tables and figures)
     (run / "results/specificity/tiny_gqa/zero-query.parquet").unlink()
