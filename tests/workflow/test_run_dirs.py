@@ -146,13 +146,13 @@ def _job_stats(output: str) -> dict:
 
 
 @pytest.mark.workflow
-@pytest.mark.long(20)
-@pytest.mark.parametrize("lost", ["folder", "file"])
-def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_reruns(tiny_run, tmp_path, lost):
-    """A finished run whose toy lost its weights folder, or only its model.safetensors (inside the
-    folder, where Snakemake does not look): the plain command, as it was, runs the model's job alone
-    (rule model_rebuilt, and the target), which writes the same weights and card, byte for byte;
-    every result is as before and not one written again, and the next dry run plans nothing."""
+@pytest.mark.long(30)
+def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_reruns(tiny_run, tmp_path):
+    """A finished run whose toy lost its weights folder, then (in the same run) only its
+    model.safetensors (inside the folder, where Snakemake does not look): each time the plain
+    command, as it was, runs the model's job alone (rule model_rebuilt, and the target), which writes
+    the same weights and card, byte for byte; every result is as before and not one written again,
+    and the next dry run plans nothing (after the first loss, the second plain command's jobs say it)."""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
     folder = run / "results" / "models" / "tiny_gqa" / "weights"
@@ -160,17 +160,18 @@ def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_re
     card = folder.parent / "card.json"
     before, card_bytes, weight_bytes = _digests(run), card.read_bytes(), weights.read_bytes()
     mtimes = {f: os.stat(run / f).st_mtime_ns for f in before}
-    shutil.rmtree(folder) if lost == "folder" else weights.unlink()
-    p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run)
-    said = p.stdout + p.stderr
-    assert "results/models/tiny_gqa/card.json: its weights file results/models/tiny_gqa/weights/model.safetensors " \
-           "is missing; the model is rebuilt" in said
-    assert _job_stats(said) == {"model_rebuilt": 1, "all": 1}, said[-3000:]
-    assert weights.read_bytes() == weight_bytes and card.read_bytes() == card_bytes
-    assert "rebuilt with other contents" not in said
-    assert not (folder.parent / "rebuilt").exists()  # the marker is gone with the run
-    assert _digests(run) == before
-    assert {f for f, t in mtimes.items() if os.stat(run / f).st_mtime_ns != t} == set()
+    for lost in ("folder", "file"):
+        shutil.rmtree(folder) if lost == "folder" else weights.unlink()
+        p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run)
+        said = p.stdout + p.stderr
+        assert "results/models/tiny_gqa/card.json: its weights file results/models/tiny_gqa/weights/model.safetensors " \
+               "is missing; the model is rebuilt" in said, lost
+        assert _job_stats(said) == {"model_rebuilt": 1, "all": 1}, (lost, said[-3000:])
+        assert weights.read_bytes() == weight_bytes and card.read_bytes() == card_bytes, lost
+        assert "rebuilt with other contents" not in said, lost
+        assert not (folder.parent / "rebuilt").exists(), lost  # the marker is gone with the run
+        assert _digests(run) == before, lost
+        assert {f for f, t in mtimes.items() if os.stat(run / f).st_mtime_ns != t} == set(), lost
     after = smk("-n", "--configfile", ".test/config.yaml", cwd=run)
     assert planned_jobs(after.stdout) == [], after.stdout[-3000:]
 
