@@ -43,11 +43,15 @@ def test_deleted_intermediates_are_planned_by_a_plain_rerun(tmp_path):
 
 def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_run, tmp_path):
     """A corrupt weights file of the right size (a cut one the plan sees and rebuilds itself:
-    plan.jobs.weights, workflow/test_inputs.py): a forced score job fails on the card's sha256 and
-    Snakemake removes the score files it had written. The hint's command, the user's own as typed
-    (here `python -m snakemake`), run as printed in the run's directory, plans the card alone and
-    rebuilds the weights; a plain rerun then restores every file (a score file deleted meanwhile
-    too), and the tables equal the clean run's."""
+    plan.jobs.weights, workflow/test_inputs.py): a forced job that loads the model fails on the
+    card's sha256 and Snakemake removes the files it had written. The hint's command, the user's own
+    as typed (here `python -m snakemake`), run as printed in the run's directory, runs the card's job alone
+    and rebuilds the weights; a plain rerun then restores every file (another model's intermediate
+    deleted meanwhile too), and the tables equal the clean run's. The forced job is tiny_mha's
+    specificity job and the deleted file tiny_gqa's specificity file: every torch job loads its model
+    through the same check, and a specificity file has the fewest dependants of the torch stages'
+    files (the specificity table, the cost table and the report), where a score file's rerun remakes
+    its task's curves, tables, figures and stability."""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
     clean = _results(run)
@@ -55,7 +59,7 @@ def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF
     weights.write_bytes(bytes(data))
-    forced = "results/scores/ioi/tiny_mha/zero-query.parquet"
+    forced = "results/specificity/tiny_mha/zero-query.parquet"
     p = smk(*RUN, "--forcerun", forced, cwd=run, check=False)
     console = p.stdout + p.stderr
     assert p.returncode != 0 and not (run / forced).exists(), console[-3000:]
@@ -63,12 +67,13 @@ def test_a_failed_forced_job_leaves_a_plain_rerun_that_restores_every_file(tiny_
     assert hint, console[-3000:]
     cmd = shlex.split(hint.group(1))
     assert cmd[1:3] == ["-m", "snakemake"] and "--cores" in cmd and ".test/config.yaml" in cmd, cmd
-    dry = subprocess.run([*cmd, "-n"], cwd=run, env=smk_env(), capture_output=True, text=True)
-    assert planned_jobs(dry.stdout) == [("model", {"model": "tiny_mha"})], dry.stdout[-3000:] + dry.stderr[-3000:]
-    assert subprocess.run(cmd, cwd=run, env=smk_env(), capture_output=True, text=True).returncode == 0
-    # another job's score file, deleted meanwhile: tiny_gqa's IOI job, whose tables the forced job's
-    # rerun remakes anyway (a facts file would rerun facts' tables, figures and stability too)
-    (run / "results/scores/ioi/tiny_gqa/zero-query.parquet").unlink()
+    # run as printed: the jobs it runs (the blocks Snakemake prints as it starts each) are the card's alone
+    ran = subprocess.run(cmd, cwd=run, env=smk_env(), capture_output=True, text=True)
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0 and planned_jobs(said) == [("model", {"model": "tiny_mha"})], said[-3000:]
+    # another job's intermediate, deleted meanwhile: tiny_gqa's specificity file, whose table the
+    # forced job's rerun remakes anyway (a score file would rerun its task's curves, tables and figures)
+    (run / "results/specificity/tiny_gqa/zero-query.parquet").unlink()
     smk(*RUN, cwd=run)
     assert _results(run) == clean
     for table in sorted((tiny_run / "results/tables").glob("*.csv")):

@@ -2,37 +2,40 @@
 (one job per task and model, several ablations each), then the README's recovery (`--unlock`, then
 the same command; profiles/default sets rerun-incomplete) finishes only what is missing: finished
 jobs stay, the killed job's finished ablations come back from its stash (circuitloc.resume) and
-are not recomputed, every artifact equals an uninterrupted run's and no temporary, partial or
-stashed file is left."""
+are not recomputed, every artifact equals an uninterrupted run's (the tiny run's, whose toys and
+datasets the run starts from) and no temporary, partial or stashed file is left."""
 
 import base64
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import SNAKEMAKE, copy_workflow, smk, smk_env
+import yaml
+from workflow_helpers import ROOT, SNAKEMAKE, copy_workflow, reuse_models, reuse_results, smk, smk_env
 
-KINDS = ("zero", "mean", "resample")
-UNITS = ("query", "kv")
-
-
-def _config(tiny_dirs) -> dict:
-    return {"seed": 0, "device": "cpu", "max_batch_tokens": 4096,
-            "models": {"neox": {"source": "hf", "hf": str(tiny_dirs["neox"])},
-                       "qwen": {"source": "hf", "hf": str(tiny_dirs["qwen_gqa"])}},
-            # the tiny word tokenizer knows few of the generator's words: keep prompts that hold <unk>
-            "tasks": {"ioi": {"source": {"kind": "generate"}, "n": 24, "n_score": 8, "unknown_tokens": "keep"}},
-            "ablation": {"kinds": list(KINDS), "units": list(UNITS), "min_group": 2},
-            "bootstrap": {"n": 50},
-            "curves": {"methods": ["ranked"], "threshold": 0.8, "max_steps": 3, "control_draws": 2}}
+MODELS = ("tiny_mha", "tiny_gqa")
 
 
-TARGETS = [f"results/scores/ioi/{m}/{k}-{u}.parquet" for m in ("neox", "qwen") for k in KINDS for u in UNITS]
+def _config() -> dict:
+    """The test config on IOI alone: the tiny run's toys and IOI datasets are copied in (the run's
+    jobs are the score jobs alone), and its score files are an uninterrupted run's of this config."""
+    cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    cfg["tasks"] = {"ioi": cfg["tasks"]["ioi"]}
+    return cfg
+
+
+def _ablations(cfg: dict, model: str) -> list:
+    """The model's ablations: its own block's kinds and units, or the config's."""
+    block = {**cfg["ablation"], **cfg["models"][model].get("ablation", {})}
+    return [f"{k}-{u}" for k in block["kinds"] for u in block["units"]]
+
+
+ABLATIONS = {m: _ablations(_config(), m) for m in MODELS}  # tiny_mha: 2, tiny_gqa: 6
+TARGETS = [f"results/scores/ioi/{m}/{a}.parquet" for m in MODELS for a in ABLATIONS[m]]
 
 
 def _outputs(work: Path) -> dict:
@@ -69,11 +72,13 @@ def _kept_in_a_running_job(work: Path) -> list:
 
 
 @pytest.mark.workflow
-def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
+@pytest.mark.long(30)
+def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_run):
     work = copy_workflow(tmp_path / "wf")
-    (work / "kr.yaml").write_text(json.dumps(_config(tiny_dirs)))
-    opts = ["--cores", "1", "--configfile", "kr.yaml"]
-    args = [*TARGETS, *opts]
+    reuse_models(tiny_run, work, MODELS)  # a model build or a dataset would add seconds and test nothing more here
+    reuse_results(tiny_run, work, *(f"data/ioi/{m}.{ext}" for m in MODELS for ext in ("parquet", "filter.json")))
+    (work / "kr.yaml").write_text(json.dumps(_config()))
+    args = [*TARGETS, "--cores", "1", "--configfile", "kr.yaml"]
 
     # 1. start, and kill the whole process group once a score job has written some of its
     #    ablations and not all (one job at a time: the second model's job, or the first's)
@@ -83,7 +88,7 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
     try:
         while time.time() < deadline and proc.poll() is None:
             kept = _kept_in_a_running_job(work)
-            if kept and len(kept) < len(KINDS) * len(UNITS):
+            if kept and len(kept) < len(ABLATIONS[Path(kept[0]).parent.name]):
                 break
             time.sleep(0.02)
         assert proc.poll() is None, "the run ended before it could be killed during the score jobs"
@@ -126,21 +131,15 @@ def test_sigkill_during_scores_then_resume_is_exact(tmp_path, tiny_dirs):
         assert f"scores ioi/{model}/{ablation}: " not in job_log  # (the lines of a computed ablation)
     # every artifact is there, complete, and nothing temporary or partial is left
     assert all((work / t).exists() for t in TARGETS)
-    leftovers = [p for p in (work / "results").rglob(".*")]
+    # (a directory output's .snakemake_timestamp is Snakemake's: the copied toys' weights folders)
+    leftovers = [p for p in (work / "results").rglob(".*") if p.name != ".snakemake_timestamp"]
     assert not leftovers, leftovers
     assert not _incomplete(work)
 
-    # 3. an uninterrupted run of the killed job, on the same model and dataset, gives the same bytes
-    #    (the other model's job ran whole, before the kill or after it)
+    # 3. every score file (the killed job's, and the other model's, which ran whole before the kill
+    #    or after it) has the bytes of an uninterrupted run's: the tiny run's, of the same config
     killed = {Path(t).parent.name for t in kept}
     assert len(killed) == 1
-    ref = copy_workflow(tmp_path / "ref")
-    shutil.copy(work / "kr.yaml", ref / "kr.yaml")
-    for sub in ("models", "data"):
-        shutil.copytree(work / "results" / sub, ref / "results" / sub)
-    smk(*[t for t in TARGETS if Path(t).parent.name in killed], *opts, cwd=ref, timeout=600)
-    uninterrupted, every = _outputs(ref), _outputs(work)
-    resumed = {k: v for k, v in every.items() if Path(k).parent.name in killed}
+    every = _outputs(work)
     assert len(every) == 2 * len(TARGETS)
-    assert sorted(resumed) == sorted(uninterrupted) and len(resumed) == 2 * len(KINDS) * len(UNITS)
-    assert [k for k in resumed if resumed[k] != uninterrupted[k]] == []
+    assert [k for k in every if every[k] != (tiny_run / k).read_bytes()] == []

@@ -1,5 +1,5 @@
 """Run directories: a finished run that is moved or copied plans nothing; two runs at once in one
-directory each keep their own job list for the cost table; a corrupt intermediate is rebuilt, with
+directory each keep their own job list for the cost table (with the workflow as a renamed module); a corrupt intermediate is rebuilt, with
 exactly what depends on it, by the command its error gives; lost weights are rebuilt by the plain
 command and nothing after them reruns; one checkout holds several runs
 (`--directory`); and the workflow works as a Snakemake module from another directory."""
@@ -76,38 +76,6 @@ def test_a_stash_key_does_not_depend_on_where_the_run_is(tmp_path, monkeypatch):
 
 
 @pytest.mark.workflow
-@pytest.mark.long(40)
-def test_two_runs_at_once_each_count_their_own_jobs(tiny_run, tmp_path):
-    """A run that makes the cost table, and meanwhile a run on other targets in the same
-    directory (a model build): the cost table counts the first run's jobs, not the second's. The
-    first run reuses the tiny run's tiny_gqa (no model job of its own) and runs its dataset, score
-    and curve in one job (group_stages: a family of one)."""
-    work = copy_workflow(tmp_path / "wf")
-    reuse_models(tiny_run, work, ["tiny_gqa"])
-    (work / "b.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"], group_stages=True)))
-    (work / "a.yaml").write_text(yaml.safe_dump(_small_config(["tiny_mha"])))
-    cmd = SNAKEMAKE + ["--cores", "1", "--configfile", "b.yaml"]
-    b = subprocess.Popen(cmd, cwd=work, env=smk_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 600
-        while not (work / DAG_RECORD).exists():  # b has recorded its DAG
-            assert b.poll() is None and time.time() < deadline, "the cost run ended before it recorded its DAG"
-            time.sleep(0.5)
-        smk("results/models/tiny_mha/card.json", "--cores", "1", "--configfile", "a.yaml", cwd=work)
-        out, _ = b.communicate(timeout=1500)
-    finally:
-        b.kill()
-    assert b.returncode == 0, out[-4000:]
-    cost = pl.read_csv(work / "results" / "tables" / "cost.csv")
-    assert "tiny_mha" not in cost["model"].to_list()
-    # every job of b's run that wrote a benchmark, once (the cost job's own aside)
-    benches = [p for p in (work / "results" / "benchmarks").rglob("*.tsv")
-               if "tiny_mha" not in str(p) and p.name != "cost.tsv"]
-    total = cost.filter((pl.col("stage") == "all") & (pl.col("model") == "all"))["jobs"].to_list()
-    assert total == [len(benches)] and len(benches) >= 6
-
-
-@pytest.mark.workflow
 @pytest.mark.long(25)
 def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_run, tmp_path):
     """A truncated specificity file of a finished run: the rerun fails naming the file and the
@@ -131,15 +99,16 @@ def test_a_corrupt_intermediate_is_rebuilt_by_the_command_its_error_gives(tiny_r
     assert printed[1:3] == ["-m", "snakemake"] and printed[-2:] == ["--forcerun", bad], printed
     args = printed[3:]
     assert args[:4] == ["--cores", CORES, "--configfile", ".test/config.yaml"], args
-    dry = smk("-n", *args, cwd=run).stdout
-    plan = planned_jobs(dry)
+    # the command run: the jobs it runs (the blocks Snakemake prints as it starts each) are its plan
+    ran = smk(*args, cwd=run)
+    said = ran.stdout + ran.stderr
+    plan = planned_jobs(said)
     assert [rule for rule, wc in plan if rule.startswith("specificity") and wc == {"model": "tiny_mha"}]
     assert not [rule for rule, _ in plan if rule.startswith(("model", "dataset", "scores", "curves", "tables",
                                                               "figures"))], plan
     for rule, wc in plan:  # only what reads the specificity file, directly or not
         assert wc.get("model", "tiny_mha") == "tiny_mha" and "task" not in wc, (rule, wc)
-    rebuilt = {f.strip() for line in re.findall(r"^\s+output: (.*)$", dry, flags=re.MULTILINE) for f in line.split(",")}
-    smk(*args, cwd=run)
+    rebuilt = {f.strip() for line in re.findall(r"^\s+output: (.*)$", said, flags=re.MULTILINE) for f in line.split(",")}
     assert _digests(run) == before
     for f, t in mtimes.items():  # what the plan named was written again, and nothing else
         assert (os.stat(run / f).st_mtime_ns != t) == (f in rebuilt), f
@@ -177,13 +146,13 @@ def _job_stats(output: str) -> dict:
 
 
 @pytest.mark.workflow
-@pytest.mark.long(20)
-@pytest.mark.parametrize("lost", ["folder", "file"])
-def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_reruns(tiny_run, tmp_path, lost):
-    """A finished run whose toy lost its weights folder, or only its model.safetensors (inside the
-    folder, where Snakemake does not look): the plain command, as it was, runs the model's job alone
-    (rule model_rebuilt, and the target), which writes the same weights and card, byte for byte;
-    every result is as before and not one written again, and the next dry run plans nothing."""
+@pytest.mark.long(30)
+def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_reruns(tiny_run, tmp_path):
+    """A finished run whose toy lost its weights folder, then (in the same run) only its
+    model.safetensors (inside the folder, where Snakemake does not look): each time the plain
+    command, as it was, runs the model's job alone (rule model_rebuilt, and the target), which writes
+    the same weights and card, byte for byte; every result is as before and not one written again,
+    and the next dry run plans nothing (after the first loss, the second plain command's jobs say it)."""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
     folder = run / "results" / "models" / "tiny_gqa" / "weights"
@@ -191,17 +160,18 @@ def test_lost_weights_are_rebuilt_by_the_plain_command_and_nothing_after_them_re
     card = folder.parent / "card.json"
     before, card_bytes, weight_bytes = _digests(run), card.read_bytes(), weights.read_bytes()
     mtimes = {f: os.stat(run / f).st_mtime_ns for f in before}
-    shutil.rmtree(folder) if lost == "folder" else weights.unlink()
-    p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run)
-    said = p.stdout + p.stderr
-    assert "results/models/tiny_gqa/card.json: its weights file results/models/tiny_gqa/weights/model.safetensors " \
-           "is missing; the model is rebuilt" in said
-    assert _job_stats(said) == {"model_rebuilt": 1, "all": 1}, said[-3000:]
-    assert weights.read_bytes() == weight_bytes and card.read_bytes() == card_bytes
-    assert "rebuilt with other contents" not in said
-    assert not (folder.parent / "rebuilt").exists()  # the marker is gone with the run
-    assert _digests(run) == before
-    assert {f for f, t in mtimes.items() if os.stat(run / f).st_mtime_ns != t} == set()
+    for lost in ("folder", "file"):
+        shutil.rmtree(folder) if lost == "folder" else weights.unlink()
+        p = smk("--cores", CORES, "--configfile", ".test/config.yaml", cwd=run)
+        said = p.stdout + p.stderr
+        assert "results/models/tiny_gqa/card.json: its weights file results/models/tiny_gqa/weights/model.safetensors " \
+               "is missing; the model is rebuilt" in said, lost
+        assert _job_stats(said) == {"model_rebuilt": 1, "all": 1}, (lost, said[-3000:])
+        assert weights.read_bytes() == weight_bytes and card.read_bytes() == card_bytes, lost
+        assert "rebuilt with other contents" not in said, lost
+        assert not (folder.parent / "rebuilt").exists(), lost  # the marker is gone with the run
+        assert _digests(run) == before, lost
+        assert {f for f, t in mtimes.items() if os.stat(run / f).st_mtime_ns != t} == set(), lost
     after = smk("-n", "--configfile", ".test/config.yaml", cwd=run)
     assert planned_jobs(after.stdout) == [], after.stdout[-3000:]
 
@@ -254,18 +224,43 @@ def test_the_workflow_works_as_a_module_from_another_directory(tiny_run, tmp_pat
 @pytest.mark.long(60)
 def test_the_module_renamed_runs_the_default_target_to_its_report(tiny_run, tmp_path):
     """`use rule * from circuitloc as circuitloc_*` from another directory, through
-    workflow/Snakefile (snakedeploy's path): the default target runs to the report, the cost table counts the run's jobs under their own stage names (Snakemake runs
-    a module's onstart only through circuitloc's chaining), and the start block names what runs."""
+    workflow/Snakefile (snakedeploy's path): the default target runs to the report, the cost table
+    counts the run's jobs under their own stage names (Snakemake runs a module's onstart only
+    through circuitloc's chaining), and the start block names what runs. Two runs at once in one
+    directory each count their own jobs: meanwhile a run on other targets in the caller's directory
+    (a model build, with a config of its own on top) records its own DAG, and the cost table counts
+    the first run's jobs, not the second's. The first run reuses the tiny run's tiny_gqa (no model
+    job of its own)."""
     caller = tmp_path / "caller"
     caller.mkdir()
     (caller / "mine.yaml").write_text(yaml.safe_dump(_small_config(["tiny_gqa"], root=str(ROOT))))
+    (caller / "other.yaml").write_text(yaml.safe_dump(_small_config(["tiny_mha"], root=str(ROOT))))
     (caller / "Snakefile").write_text(
         'configfile: "mine.yaml"\n\n'
         f'module circuitloc:\n    snakefile: "{ROOT / "workflow" / "Snakefile"}"\n    config: config\n\n'
         "use rule * from circuitloc as circuitloc_*\n")
     reuse_models(tiny_run, caller, ["tiny_gqa"])  # the toy's build (seconds of CPU) is the tiny run's, as above
-    p = smk("--cores", CORES, cwd=caller)
+    cmd = SNAKEMAKE + ["--cores", CORES]
+    first = subprocess.Popen(cmd, cwd=caller, env=smk_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        deadline = time.time() + 600
+        while not (caller / DAG_RECORD).exists():  # the first run has recorded its DAG
+            assert first.poll() is None and time.time() < deadline, "the run ended before it recorded its DAG"
+            time.sleep(0.5)
+        smk("results/models/tiny_mha/card.json", "--cores", "1", "--configfile", "other.yaml", cwd=caller)
+        out, _ = first.communicate(timeout=1500)
+    finally:
+        first.kill()
+    assert first.returncode == 0, out[-4000:]
+    assert (caller / "results" / "models" / "tiny_mha" / "card.json").is_file()  # the second run ran its job
     assert (caller / "results" / "report.html").is_file()
-    assert "circuitloc: 1 models x 1 tasks (ioi) x up to 1 ablations (zero-query)" in p.stdout + p.stderr
+    assert "circuitloc: 1 models x 1 tasks (ioi) x up to 1 ablations (zero-query)" in out
     cost = pl.read_csv(caller / "results" / "tables" / "cost.csv")
     assert {"dataset", "scores", "curves"} <= set(cost["stage"].to_list()), cost
+    assert "tiny_mha" not in cost["model"].to_list()
+    # every job of the first run that wrote a benchmark, once (the cost job's own aside)
+    benches = [p for p in (caller / "results" / "benchmarks").rglob("*.tsv")
+               if "tiny_mha" not in str(p) and p.name != "cost.tsv"]
+    total = cost.filter((pl.col("stage") == "all") & (pl.col("model") == "all"))["jobs"].to_list()
+    assert total == [len(benches)] and len(benches) >= 6
