@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import ROOT, SNAKEMAKE, copy_workflow, reuse_models, reuse_results, smk, smk_env
+from circuitloc.plan.config import views
+from workflow_helpers import (ROOT, SNAKEMAKE, copy_workflow, resolve_over_test_config, reuse_models, reuse_results, smk,
+                              smk_env)
 
 MODELS = ("tiny_mha", "tiny_gqa")
 
@@ -28,13 +30,7 @@ def _config() -> dict:
     return cfg
 
 
-def _ablations(cfg: dict, model: str) -> list:
-    """The model's ablations: its own block's kinds and units, or the config's."""
-    block = {**cfg["ablation"], **cfg["models"][model].get("ablation", {})}
-    return [f"{k}-{u}" for k in block["kinds"] for u in block["units"]]
-
-
-ABLATIONS = {m: _ablations(_config(), m) for m in MODELS}  # tiny_mha: 2, tiny_gqa: 6
+ABLATIONS = {m: views.model_ablations(resolve_over_test_config({}), m) for m in MODELS}  # tiny_mha: 2, tiny_gqa: 6
 TARGETS = [f"results/scores/ioi/{m}/{a}.parquet" for m in MODELS for a in ABLATIONS[m]]
 
 
