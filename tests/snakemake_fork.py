@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 ENV = "CIRCUITLOC_TEST_FORK"
 
@@ -33,6 +34,7 @@ def _child(req: dict, reply) -> None:
     os.setsid()  # a session of its own: a timeout kills the call with the jobs it started
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    os.close(null)
     for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
         out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(out, fd)
@@ -49,7 +51,7 @@ def _child(req: dict, reply) -> None:
 
 
 def serve() -> None:
-    """Read one JSON request a line on stdin, fork a child for it, answer {rc, timed_out} a line."""
+    """Read one JSON request a line on stdin, fork a child for it, answer {rc, timed_out, cpu} a line."""
     from snakemake.cli import main  # noqa: F401 - the import every call would otherwise pay
     from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
@@ -125,7 +127,7 @@ class Server:
             res = json.loads(answer)
             self.cpu += res["cpu"]
             enc = locale.getpreferredencoding(False)
-            out, err = (open(req[k], encoding=enc, errors="replace").read() for k in ("stdout", "stderr"))
+            out, err = (Path(req[k]).read_text(encoding=enc, errors="replace") for k in ("stdout", "stderr"))
         if res["timed_out"]:
             raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
         return subprocess.CompletedProcess(cmd, res["rc"], out, err)
