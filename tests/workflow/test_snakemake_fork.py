@@ -2,6 +2,8 @@
 (tests/snakemake_fork.py): such a call must be what a fresh `python -m snakemake` is, in what it
 plans, prints, records of the user's command, and exits with."""
 
+import json
+import os
 import subprocess
 
 import pytest
@@ -65,3 +67,86 @@ def test_a_forked_call_past_its_timeout_is_killed_with_what_it_started(tmp_path)
     pid = int((tmp_path / "child.pid").read_text())
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
     assert state in ("", "Z"), state  # gone, or a zombie waiting for init to reap it
+
+
+PROBE = """import json, os, sys, time
+started_with_torch = 'torch' in sys.modules  # a forked job's zygote imported it; a fresh process has not
+print('torch at start:', started_with_torch, file=sys.stderr)
+t = time.process_time()
+while time.process_time() - t < float(snakemake.params.busy):
+    pass
+json.dump({'torch_at_start': started_with_torch, 'name': __name__, 'cwd': os.getcwd(),
+           'argv': os.path.basename(sys.argv[0]).split('.', 1)[1], 'path0': os.path.relpath(sys.path[0]),
+           'threads': os.environ.get('OMP_NUM_THREADS'), 'tmpdir': __import__('tempfile').gettempdir(),
+           'umask': os.umask(0o022), 'probe': os.environ.get('FORK_PROBE')}, open(snakemake.output[0], 'w'))
+if snakemake.params.fail:
+    raise ValueError('the probe fails here')
+time.sleep(float(snakemake.params.sleep))
+"""
+
+
+def _script_workflow(path, busy=0.0, fail=False, sleep=0.0):
+    path.mkdir(parents=True)
+    (path / "probe.py").write_text(PROBE)
+    (path / "Snakefile").write_text(
+        f"rule probe:\n    output: 'probe.json'\n    params: busy={busy}, fail={fail}, sleep={sleep}\n"
+        "    script: 'probe.py'\n")
+    return path
+
+
+def test_a_script_job_is_forked_from_the_zygote_and_sees_what_a_fresh_one_does(tmp_path):
+    """A job of a forked call runs in a process forked from the server's imports, with the fresh
+    job's name, directory, argv, sys.path, Snakemake's thread and temp settings and umask; its CPU is
+    counted in the call's."""
+    seen = {}
+    for how in ("forked", "fresh"):
+        run = _script_workflow(tmp_path / how, busy=1.0)
+        cpu = SERVER.cpu
+        if how == "forked":
+            res = SERVER.run(["--cores", "1"], run, smk_env(), 600, serve_env=smk_env())
+            assert SERVER.cpu - cpu > 1.0  # the job's second of CPU is in the call's
+        else:
+            res = subprocess.run(SNAKEMAKE + ["--cores", "1"], cwd=run, env=smk_env(), capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr[-2000:]
+        seen[how] = json.loads((run / "probe.json").read_text())
+    assert seen["forked"].pop("torch_at_start") and not seen["fresh"].pop("torch_at_start")
+    assert seen["forked"]["cwd"] == str(tmp_path / "forked")
+    seen["forked"]["cwd"] = seen["fresh"]["cwd"]
+    assert seen["forked"] == seen["fresh"]
+    assert seen["fresh"]["name"] == "__main__" and seen["fresh"]["argv"] == "probe.py"
+    assert seen["fresh"]["path0"] == os.path.join(".snakemake", "scripts")  # the script Snakemake ran is there
+
+
+def test_a_failing_forked_job_fails_the_call_as_a_fresh_one_does(tmp_path):
+    res = {}
+    for how in ("forked", "fresh"):
+        run = _script_workflow(tmp_path / how, fail=True)
+        if how == "forked":
+            res[how] = SERVER.run(["--cores", "1"], run, smk_env(), 600, serve_env=smk_env())
+        else:
+            res[how] = subprocess.run(SNAKEMAKE + ["--cores", "1"], cwd=run, env=smk_env(), capture_output=True,
+                                      text=True)
+        assert f"torch at start: {how == 'forked'}" in res[how].stderr  # its output is removed: it failed
+    assert res["forked"].returncode == res["fresh"].returncode != 0
+    for r in res.values():
+        assert "ValueError: the probe fails here" in r.stderr and "non-zero exit status 1" in r.stderr
+
+
+def test_a_job_with_another_environment_runs_fresh(tmp_path):
+    """A variable the server's imports did not see may change what they do: such a job is not forked."""
+    run = _script_workflow(tmp_path / "wf")
+    res = SERVER.run(["--cores", "1"], run, smk_env(FORK_PROBE="other"), 600, serve_env=smk_env())
+    assert res.returncode == 0, res.stderr[-2000:]
+    seen = json.loads((run / "probe.json").read_text())
+    assert seen["probe"] == "other" and not seen["torch_at_start"]
+
+
+def test_a_forked_job_past_its_calls_timeout_is_killed(tmp_path):
+    run = _script_workflow(tmp_path / "wf", sleep=60)
+    (run / "probe.py").write_text("import os\nopen('job.pid', 'w').write(str(os.getpid()))\n" + PROBE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        SERVER.run(["--cores", "1"], run, smk_env(), 20, serve_env=smk_env())
+    assert json.loads((run / "probe.json").read_text())["torch_at_start"]
+    pid = int((run / "job.pid").read_text())
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    assert state in ("", "Z"), state
