@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import gc
 import importlib
 import json
 import locale
@@ -53,9 +54,10 @@ PREIMPORT = ("numpy", "polars", "yaml", "torch", "transformers", "transformers.m
              "transformer_lens.model_bridge", "transformer_lens.factories.architecture_adapter_factory",
              "matplotlib", "matplotlib.pyplot", "seaborn")
 FRESH_SCRIPTS = ("build_model.py",)  # pins torch's CPU kernels before it imports torch
-# variables nothing reads at import (pytest sets PYTEST_CURRENT_TEST for each test); nor CIRCUITLOC_*, since
-# circuitloc is not preimported
-BENIGN = {"PWD", "OLDPWD", "SHLVL", "_", "PYTEST_CURRENT_TEST"}
+# variables nothing reads at import: pytest sets PYTEST_CURRENT_TEST for each test, and torch writes
+# TORCHINDUCTOR_CACHE_DIR into a test's environment when it first finds its compile cache (read then);
+# nor CIRCUITLOC_*, since circuitloc is not preimported
+BENIGN = {"PWD", "OLDPWD", "SHLVL", "_", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
 # what Snakemake sets for a one-thread job, and every job's _src_path before its first import: the
 # server imports PREIMPORT under these, so that a one-thread job forks with what it would have read
 JOB_ENV = {**{k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
@@ -119,6 +121,7 @@ def _job(req: dict, fds: list, others: list) -> None:
     sys.argv = [script]
     sys.orig_argv = [sys.executable, script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
+    _extend_path(_added_path(req["env"]))
     code = 0
     try:
         import runpy
@@ -141,13 +144,44 @@ def _job(req: dict, fds: list, others: list) -> None:
         os._exit(code)
 
 
+def _paths(env: dict) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def _added_path(env: dict) -> list[str] | None:
+    """The folders `env`'s PYTHONPATH puts after the server's (a test's plugins), or None where it
+    does not extend the server's or one of them holds a module or package of a name already imported
+    (the fresh process could have imported that one instead)."""
+    ours, theirs = _paths(IMPORT_ENV), _paths(env)
+    if theirs[: len(ours)] != ours:
+        return None
+    imported = {name.partition(".")[0] for name in sys.modules}
+    for folder in theirs[len(ours) :]:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        if any(name.partition(".")[0] in imported for name in names):
+            return None
+    return theirs[len(ours) :]
+
+
+def _extend_path(added: list[str]) -> None:
+    """Put `added` on sys.path where the interpreter puts PYTHONPATH's last folders: after the server's."""
+    ours = _paths(IMPORT_ENV)
+    at = max((sys.path.index(p) + 1 for p in ours if p in sys.path), default=1)
+    sys.path[at:at] = added
+
+
 def _same_env(env: dict) -> bool:
-    """Whether a job's environment is the one PREIMPORT was imported under (PWD and such aside)."""
+    """Whether a job's environment is the one PREIMPORT was imported under (PWD and such aside; a
+    PYTHONPATH that only adds folders which shadow nothing imported)."""
+
     def strip(e):
         return {k: v for k, v in {"TQDM_DISABLE": "1", **e}.items()
-                if k not in BENIGN and not k.startswith("CIRCUITLOC_")}
+                if k not in BENIGN and k != "PYTHONPATH" and not k.startswith("CIRCUITLOC_")}
 
-    return strip(env) == strip(IMPORT_ENV)
+    return strip(env) == strip(IMPORT_ENV) and _added_path(env) is not None
 
 
 def _zygote(listener, ctl: int) -> None:
@@ -274,6 +308,10 @@ def _child(req: dict, reply) -> None:
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
+    added = _added_path(req["env"])
+    if added is None:  # a module it would import at start may be another: start it fresh, here
+        os.execv(sys.executable, [sys.executable, "-m", "snakemake", *req["args"]])
+    _extend_path(added)
     import snakemake
     from snakemake.cli import main
 
@@ -298,6 +336,7 @@ def serve() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    gc.freeze()  # what is imported stays out of every child's collections (and its pages shared)
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed here goes to the server's log, never into a reply
     for line in sys.stdin:
@@ -336,6 +375,11 @@ def serve() -> None:
         reply.flush()
 
 
+def _runs_jobs(args) -> bool:
+    """Whether a call may run script jobs (so needs a zygote: about 0.2 s of CPU a call)."""
+    return os.environ.get(ENV, "1") != "calls" and not {"-n", "--dry-run", "--dryrun", "--touch", "-t"} & set(args)
+
+
 class Server:
     """The client: one server process for this test process, started on first use."""
 
@@ -352,15 +396,16 @@ class Server:
     def run(self, args: list[str], cwd, env: dict, timeout, serve_env: dict) -> subprocess.CompletedProcess:
         """`python -m snakemake ARGS` in `cwd` with `env`, as subprocess.run(capture_output=True,
         text=True) returns it; `serve_env`: the environment the server starts in (its PYTHONPATH is
-        the one calls may differ in only by running as a subprocess)."""
+        the one a call may only extend, or runs as a subprocess)."""
         cmd = [sys.executable, "-m", "snakemake", *args]
-        if os.environ.get(ENV, "1") == "0" or env.get("PYTHONPATH") != serve_env.get("PYTHONPATH"):
+        if os.environ.get(ENV, "1") == "0" or not (env.get("PYTHONPATH") or "").startswith(
+                serve_env.get("PYTHONPATH") or ""):
             return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         with self.lock, tempfile.TemporaryDirectory(prefix="snakemake-call-") as tmp:
             if self.proc is None or self.proc.poll() is not None:
                 self._start(serve_env)
             req = {"args": [str(a) for a in args], "cwd": os.path.abspath(cwd), "env": dict(env),
-                   "timeout": timeout, "jobs": os.environ.get(ENV, "1") != "calls",
+                   "timeout": timeout, "jobs": _runs_jobs(args),
                    "stdout": os.path.join(tmp, "out"), "stderr": os.path.join(tmp, "err")}
             self.proc.stdin.write(json.dumps(req) + "\n")
             self.proc.stdin.flush()
