@@ -9,20 +9,23 @@ streams (files the client reads back), and Python's normal exit (atexit handlers
 
 A job costs about 4 s of CPU before its first line of work: torch, transformers, TransformerLens and
 the plotting libraries imported in a fresh interpreter. The server imports those third-party modules
-once too (never circuitloc: a test may run another checkout's code), and each call forks a job
-zygote before Snakemake starts: Snakemake runs a script job as `sys.executable SCRIPT`, and the call
-sets `sys.executable` to a small launcher that asks the zygote to fork the job, with the launcher's
+once too (never circuitloc: a test may run another checkout's code; then gc.freeze, so that no child
+walks or copies them), and a call that may run jobs forks a job zygote before Snakemake starts:
+Snakemake runs a script job as `{py_exec} SCRIPT` with py_exec this interpreter, and the call hands
+it a small launcher instead, which asks the zygote to fork the job, with the launcher's
 directory, environment, umask and standard streams, and returns its exit status (a job killed by a
 signal kills the launcher with it; a launcher killed kills its job). The job's process is in the
 call's session and process group, so a timeout kills it with the call, and its CPU is counted in the
 call's. A job runs fresh instead (the launcher execs the real interpreter) when its command is not
 `python SCRIPT.py`, when it is a toy's training (build_model.py pins torch's CPU kernels before torch
 is imported: circuitloc.kernels), or when its environment differs from the server's at import in any
-variable but PWD, OLDPWD, SHLVL and _ (so every switch read at import is the job's own).
+variable that may be read at import (BENIGN below are not; so every such switch is the job's own).
 
 Differences from fresh processes: forked calls and jobs share the server's string-hash salt, and a
-job's `sys.modules` holds the preimported libraries from its start. A call whose PYTHONPATH differs
-from the server's runs as a plain subprocess (what it imports at start would differ), as does every
+job's `sys.modules` holds the preimported libraries from its start. A call or job whose PYTHONPATH
+is the server's followed by more folders (a test's plugins) is forked with those folders on sys.path
+where the interpreter puts them, unless one holds a module of a name already imported; a call with
+another PYTHONPATH runs as a plain subprocess (what it imports at start would differ), as does every
 call when CIRCUITLOC_TEST_FORK=0; CIRCUITLOC_TEST_FORK=calls forks the calls and starts every job
 fresh. Run this file to serve (the client does).
 """
