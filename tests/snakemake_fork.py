@@ -68,7 +68,7 @@ JOB_ENV = {**{k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_N
            **{k: tempfile.gettempdir() for k in ("TMPDIR", "TEMP", "TMP", "TEMPDIR")}}
 IMPORT_ENV: dict = {}  # the server's environment when it imported PREIMPORT
 
-LAUNCHER = '''#!{python} -S
+LAUNCHER = '''#!{real} -S
 """A job's `python SCRIPT.py`, forked by the call's job zygote (tests/snakemake_fork.py), else fresh."""
 import array, json, os, signal, socket, sys
 
@@ -176,15 +176,19 @@ def _extend_path(added: list[str]) -> None:
     sys.path[at:at] = added
 
 
-def _same_env(env: dict) -> bool:
-    """Whether a job's environment is the one PREIMPORT was imported under (PWD and such aside; a
-    PYTHONPATH that only adds folders which shadow nothing imported)."""
+def _at_import(env: dict) -> dict:
+    """What of `env` the preimported libraries may have read at import (PWD and such, CIRCUITLOC_*
+    and PYTHONPATH aside: _added_path judges that one)."""
+    return {k: v for k, v in {"TQDM_DISABLE": "1", **env}.items()
+            if k not in BENIGN and k != "PYTHONPATH" and not k.startswith("CIRCUITLOC_")}
 
-    def strip(e):
-        return {k: v for k, v in {"TQDM_DISABLE": "1", **e}.items()
-                if k not in BENIGN and k != "PYTHONPATH" and not k.startswith("CIRCUITLOC_")}
 
-    return strip(env) == strip(IMPORT_ENV) and _added_path(env) is not None
+def _differs(env: dict) -> list[str]:
+    """The variables of a job's environment that keep it from forking: none where it is the one
+    PREIMPORT was imported under (a PYTHONPATH that only adds folders which shadow nothing imported)."""
+    ours, theirs = _at_import(IMPORT_ENV), _at_import(env)
+    keys = sorted(k for k in {**ours, **theirs} if ours.get(k) != theirs.get(k))
+    return keys + ["PYTHONPATH"] * (_added_path(env) is None)
 
 
 def _zygote(listener, ctl: int) -> None:
@@ -203,12 +207,11 @@ def _zygote(listener, ctl: int) -> None:
                     if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                         fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
                 req = json.loads(conn.makefile("rb").readline())
-                forked = len(fds) == 3 and _same_env(req["env"])
-                if os.environ.get(TRACE):  # a line a job: how it ran, and its script
+                differs = _differs(req["env"])
+                forked = len(fds) == 3 and not differs
+                if os.environ.get(TRACE):  # a line a job: how it ran, its script, what kept it from forking
                     with open(os.environ[TRACE], "a", encoding="utf-8") as trace:
-                        keys = sorted(k for k in {**req["env"], **IMPORT_ENV}
-                                      if req["env"].get(k) != IMPORT_ENV.get(k) and k not in BENIGN)
-                        trace.write(f"{'forked' if forked else 'fresh'} {req['script']} {' '.join(keys)}\n")
+                        trace.write(f"{'forked' if forked else 'fresh'} {req['script']} {' '.join(differs)}\n")
                 if not forked:
                     conn.sendall(b'{"fresh": true}\n')
                     conn.close()
@@ -276,7 +279,7 @@ def _launcher(tmp: str) -> str:
     atexit.register(stop)
     path = os.path.join(tmp, "python")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(LAUNCHER.format(python=sys.executable, real=sys.executable, sock=sock, fresh=FRESH_SCRIPTS))
+        f.write(LAUNCHER.format(real=sys.executable, sock=sock, fresh=FRESH_SCRIPTS))
     os.chmod(path, 0o755)
     return path
 
@@ -334,7 +337,7 @@ def serve() -> None:
     os.environ.update(JOB_ENV)
     os.environ.setdefault("TQDM_DISABLE", "1")
     IMPORT_ENV.update(os.environ)
-    for name in PREIMPORT:
+    for name in PREIMPORT if os.environ.get(ENV, "1") != "calls" else ():  # calls only: every job fresh
         try:
             importlib.import_module(name)
         except ImportError:

@@ -8,17 +8,22 @@ import subprocess
 import time
 
 import pytest
-from snakemake_fork import SERVER
+from snakemake_fork import ENV, SERVER
 from workflow_helpers import SNAKEMAKE, copy_workflow, planned_jobs, smk_env
 
 pytestmark = pytest.mark.workflow
 
 
-def _both(args, cwd, env=None):
+def _call(how, args, cwd, env=None):
+    """`python -m snakemake ARGS` forked by the server, or ("fresh") as a plain subprocess."""
     env = env or smk_env()
-    forked = SERVER.run(list(args), cwd, env, 600, serve_env=smk_env())
-    fresh = subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    return forked, fresh
+    if how == "forked":
+        return SERVER.run(list(args), cwd, env, 600, serve_env=smk_env())
+    return subprocess.run(SNAKEMAKE + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _both(args, cwd, env=None):
+    return _call("forked", args, cwd, env), _call("fresh", args, cwd, env)
 
 
 def _circuitloc_lines(text):
@@ -86,6 +91,11 @@ time.sleep(float(snakemake.params.sleep))
 """
 
 
+# the tests of forked jobs, which CIRCUITLOC_TEST_FORK=0 or =calls switches off
+jobs_forked = pytest.mark.skipif(os.environ.get(ENV, "1") in ("0", "calls"),
+                                 reason=f"{ENV}={os.environ.get(ENV)}: every job starts fresh")
+
+
 def _script_workflow(path, busy=0.0, fail=False, sleep=0.0):
     path.mkdir(parents=True)
     (path / "probe.py").write_text(PROBE)
@@ -95,6 +105,7 @@ def _script_workflow(path, busy=0.0, fail=False, sleep=0.0):
     return path
 
 
+@jobs_forked
 def test_a_script_job_is_forked_from_the_zygote_and_sees_what_a_fresh_one_does(tmp_path):
     """A job of a forked call runs in a process forked from the server's imports, with the fresh
     job's name, directory, argv, sys.path, Snakemake's thread and temp settings and umask; its CPU is
@@ -103,12 +114,10 @@ def test_a_script_job_is_forked_from_the_zygote_and_sees_what_a_fresh_one_does(t
     for how in ("forked", "fresh"):
         run = _script_workflow(tmp_path / how, busy=1.0)
         cpu = SERVER.cpu
-        if how == "forked":
-            res = SERVER.run(["--cores", "1"], run, smk_env(), 600, serve_env=smk_env())
-            assert SERVER.cpu - cpu > 1.0  # the job's second of CPU is in the call's
-        else:
-            res = subprocess.run(SNAKEMAKE + ["--cores", "1"], cwd=run, env=smk_env(), capture_output=True, text=True)
+        res = _call(how, ["--cores", "1"], run)
         assert res.returncode == 0, res.stderr[-2000:]
+        if how == "forked":
+            assert SERVER.cpu - cpu > 1.0  # the job's second of CPU is in the call's
         seen[how] = json.loads((run / "probe.json").read_text())
     assert seen["forked"].pop("torch_at_start") and not seen["fresh"].pop("torch_at_start")
     assert seen["forked"]["cwd"] == str(tmp_path / "forked")
@@ -118,15 +127,11 @@ def test_a_script_job_is_forked_from_the_zygote_and_sees_what_a_fresh_one_does(t
     assert seen["fresh"]["path0"] == os.path.join(".snakemake", "scripts")  # the script Snakemake ran is there
 
 
+@jobs_forked
 def test_a_failing_forked_job_fails_the_call_as_a_fresh_one_does(tmp_path):
     res = {}
     for how in ("forked", "fresh"):
-        run = _script_workflow(tmp_path / how, fail=True)
-        if how == "forked":
-            res[how] = SERVER.run(["--cores", "1"], run, smk_env(), 600, serve_env=smk_env())
-        else:
-            res[how] = subprocess.run(SNAKEMAKE + ["--cores", "1"], cwd=run, env=smk_env(), capture_output=True,
-                                      text=True)
+        res[how] = _call(how, ["--cores", "1"], _script_workflow(tmp_path / how, fail=True))
         assert f"torch at start: {how == 'forked'}" in res[how].stderr  # its output is removed: it failed
     assert res["forked"].returncode == res["fresh"].returncode != 0
     for r in res.values():
@@ -142,6 +147,7 @@ def test_a_job_with_another_environment_runs_fresh(tmp_path):
     assert seen["probe"] == "other" and not seen["torch_at_start"]
 
 
+@jobs_forked
 def test_a_forked_job_past_its_calls_timeout_is_killed(tmp_path):
     run = _script_workflow(tmp_path / "wf", sleep=60)
     (run / "probe.py").write_text("import os\nopen('job.pid', 'w').write(str(os.getpid()))\n" + PROBE)
