@@ -9,7 +9,7 @@ body weights are stacked across toys, so every matrix product is one batched pro
 group; each toy keeps its own embedding (toys of different seeds have vocabularies of different
 sizes). Synthetic tokens, the sweep recipe's shapes (batch 64 rows of 37 tokens, about a third of the
 positions projected on the vocabulary, AdamW). Groups are timed in turn, `--rounds` times, in one
-process; every toy's weights are compared bit for bit with the same toy trained alone, in each
+process, without MKL's CPU-dependent vector math (circuitloc.models.toy.exact); every toy's weights are compared bit for bit with the same toy trained alone, in each
 group and in one group of the same toys in reverse order (tests/unit/test_benches.py checks it).
 This is the measurement behind the sweep's choice not to stack its toys (docs/sweep.md).
 """
@@ -77,6 +77,8 @@ def train(seeds, steps, a):
     import torch
     import torch.nn.functional as F
 
+    from circuitloc.models.toy.exact import exact_sqrt
+
     T, L = len(seeds), a.width
     Ps = [_init(torch, s, a) for s in seeds]
     body = {k: torch.stack([P[k] for P in Ps]).requires_grad_() for k in Ps[0] if k != "emb"}
@@ -100,7 +102,7 @@ def train(seeds, steps, a):
         with torch.no_grad():
             sq = sum(p.grad.pow(2).reshape(T, -1).sum(1) for p in body.values())
             sq = sq + torch.stack([e.grad.pow(2).sum() for e in embs])
-            coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+            coef = (1.0 / (exact_sqrt(sq) + 1e-6)).clamp(max=1.0)
             for j, p in enumerate(params):
                 c = coef.view(T, *[1] * (p.dim() - 1)) if j < len(body) else coef[j - len(body)]
                 grad = p.grad * c
@@ -108,7 +110,7 @@ def train(seeds, steps, a):
                 v[j].mul_(0.98).add_(grad * grad * 0.02)
                 if p.dim() >= 2 or j >= len(body):
                     p.mul_(1 - 5e-3 * 0.01)
-                p.sub_(m[j] / (1 - 0.9 ** (step + 1)) / ((v[j] / (1 - 0.98 ** (step + 1))).sqrt() + 1e-8) * 5e-3)
+                p.sub_(m[j] / (1 - 0.9 ** (step + 1)) / (exact_sqrt(v[j] / (1 - 0.98 ** (step + 1))) + 1e-8) * 5e-3)
     seconds = time.perf_counter() - t0
     digests = []
     for t in range(T):
@@ -138,12 +140,14 @@ def main(argv=None) -> None:
         kernels.pin()
     import torch
 
+    from circuitloc.models.toy.exact import rounded_table
+
     torch.set_num_threads(1)
     torch.backends.mkldnn.enabled = False
     dh = a.d_model // a.heads
     inv = 1.0 / (10000.0 ** (torch.arange(0, dh, 2).float() / dh))
     f = torch.outer(torch.arange(a.width).float(), inv)
-    a.cos, a.sin = torch.cat([f, f], -1).cos(), torch.cat([f, f], -1).sin()
+    a.cos, a.sin = rounded_table(torch.cat([f, f], -1), torch.cos), rounded_table(torch.cat([f, f], -1), torch.sin)
     a.mask = torch.full((a.width, a.width), float("-inf")).triu(1)
     sizes = [int(x) for x in a.groups.split(",")]
     per, digests = {n: [] for n in sizes}, {}

@@ -18,6 +18,12 @@ mkl_branches shows the fallback on the machine it runs on). ATen's AVX2 path is 
 code on every CPU that has AVX2 and uses only exactly rounded instructions; a CPU without AVX2
 cannot take it, and `check` refuses to train a pinned toy there rather than train other bits.
 
+MKL_CBWR does not reach MKL's vector math (VML), through which torch computes sqrt, cos, sin, exp
+and the like of a float tensor: its last bit follows the CPU, so the toy's training takes none of
+them (circuitloc.models.toy.exact: Adam's square root and the rotary table, rounded exactly).
+bench/toy_vml.py compares a pinned training op by op with the same training under an emulated CPU
+of another maker (QEMU), which is how that was found and how it is checked.
+
 A toy recipe's `kernels` chooses: `host` (the recipe's default: the CPU's widest kernels, faster,
 but another CPU may train another toy) or `pinned` (the default config's toys and the sweep
 configs': the same toy on every x86-64 CPU with AVX2, Intel or AMD). An ARM CPU has none of these

@@ -190,3 +190,24 @@ def test_toy_steps_batch_and_lr_reach_the_trained_recipe():
     line = next(x for x in out.splitlines() if x.startswith("sweep_dh32_kv1_s0"))
     assert "batch 8 {'ioi': 3, 'induction': 3, 'facts': 2} lr 0.001 " in line, out  # mix 24:24:16 of 8 rows
     assert "mean seconds a toy: 2 optimiser steps" in out, out
+
+
+def test_toy_vml_compare_names_the_first_op_that_differs_on_equal_inputs():
+    """bench/toy_vml.py's trace comparison: an op whose inputs differ only because an earlier one's
+    outputs did is not the culprit; a float64 difference that rounds alike is counted apart from
+    float32 ones; the weights line decides equality."""
+    import toy_vml
+
+    native = ["init\ta:float32(2,)\t-", "aten.mm\tb:float32(2,)\t[a]", "aten.sqrt\tc:float64(2,)\t[b]",
+              "aten._to_copy\td:float32(2,)\t[c]", "aten.add\te:float32(2,)\t[d]", "weights\tw:float32(2,)\t-"]
+    same = toy_vml.compare(native, native)
+    assert same == {"ops": 6, "same_length": True, "differing": 0, "differing_float32": 0, "culprit": None,
+                    "culprit_line": None, "weights_equal": True}
+    rounded_alike = native[:2] + ["aten.sqrt\tC:float64(2,)\t[b]", "aten._to_copy\td:float32(2,)\t[C]"] + native[4:]
+    r = toy_vml.compare(native, rounded_alike)
+    assert (r["differing"], r["differing_float32"], r["culprit"], r["weights_equal"]) == (1, 0, "aten.sqrt", True)
+    apart = native[:2] + ["aten.sqrt\tC:float64(2,)\t[b]", "aten._to_copy\tD:float32(2,)\t[C]",
+                          "aten.add\tE:float32(2,)\t[D]", "weights\tW:float32(2,)\t-"]
+    r = toy_vml.compare(native, apart)
+    assert (r["differing"], r["differing_float32"], r["culprit"], r["culprit_line"], r["weights_equal"]) == \
+        (4, 3, "aten.sqrt", 2, False)

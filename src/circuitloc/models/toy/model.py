@@ -1,5 +1,6 @@
 """The toy's architecture: a small Qwen2 with tied embeddings, initialised so that the MHA and GQA
-models of a pair start from the same weights wherever their shapes agree."""
+models of a pair start from the same weights wherever their shapes agree, and trained with rotary
+tables that every CPU rounds alike (exact.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import zlib
 
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from circuitloc.models.toy.exact import exact_rotary
 
 
 def build_model(s: dict, vocab_size: int, tok):
@@ -21,6 +24,8 @@ def build_model(s: dict, vocab_size: int, tok):
     )
     model = Qwen2ForCausalLM._from_config(cfg, attn_implementation="sdpa")
     model.tie_weights()
+    # cos and sin from a table rounded alike on every CPU (torch's own follow the CPU's MKL)
+    exact_rotary(model, int(s["max_len"]))
     # Our own initialisation, one generator per parameter seeded by (seed, name): every parameter
     # that the MHA and GQA models share gets the same initial values.
     with torch.no_grad():

@@ -22,6 +22,7 @@ from circuitloc.errors import ToyTrainingError
 from circuitloc.io import atomic_dir, write_json, writing
 from circuitloc.models.toy.corpus import Corpus, pack, select_facts
 from circuitloc.models.toy.evaluation import Evaluator, verdict
+from circuitloc.models.toy.exact import ExactAdamW
 from circuitloc.models.toy.model import build_model
 from circuitloc.models.toy.tokenizer import build_tokenizer
 from circuitloc.tasks import facts as facts_task
@@ -31,10 +32,11 @@ from circuitloc.tasks import ioi as ioi_task
 
 def optimizer(model, s: dict):
     """AdamW with weight decay on matrices only, and a linear warm-up to a constant rate (cosine
-    decay stalled induction). Returns (optimizer, scheduler)."""
+    decay stalled induction); its square root exactly rounded (exact.ExactAdamW: the same toy on
+    every CPU). Returns (optimizer, scheduler)."""
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": float(s["weight_decay"])},
+    opt = ExactAdamW([{"params": decay, "weight_decay": float(s["weight_decay"])},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=float(s["lr"]), betas=tuple(s["betas"]), eps=1e-8)
     warm = max(int(s["warmup"]), 0)

@@ -1,0 +1,111 @@
+"""The toy's training without MKL's vector math, whose results depend on the CPU.
+
+Torch computes `sqrt`, `cos`, `sin` (and `exp`, `log`, `tanh`, ...) of a float tensor through MKL's
+vector math library (VML) where torch is built with MKL. VML rounds within about an ulp, not
+exactly, and its code path follows the CPU (approximation instructions, maker, vector width) rather
+than MKL_CBWR: the pinned kernels of circuitloc.kernels trained other bits on an Intel Xeon than
+on an AMD EPYC because Adam's `sqrt` came out otherwise in the last bit (bench/toy_vml.py finds
+such ops). A toy's training takes none of them:
+
+- `ExactAdamW` is torch's AdamW (the single-tensor update, step for step) with the square root of
+  the second moment taken in float64 and rounded to float32. A float32's square root is far enough
+  from every float32 rounding boundary that any float64 square root within an ulp rounds to the
+  exactly rounded float32 one, on every CPU.
+- `exact_rotary` gives the model a rotary embedding that reads cos and sin from a table made once
+  in float64 and rounded to float32 (the angles are HF's, `position * inv_freq` in float32). A
+  float64 value within an ulp rounds to the same float32 unless it lies within about 1e-16 of a
+  rounding boundary; `rounded_table` refuses such a table rather than trust it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# a float64 result may be off by an ulp (2**-52 relative); a table entry must be this much further
+# from a float32 rounding boundary (half a float32 ulp, 2**-24 relative) for every CPU to round alike
+_MARGIN = 2.0**-48
+
+
+def exact_sqrt(x: torch.Tensor) -> torch.Tensor:
+    """The exactly rounded square root of a float32 tensor, the same on every CPU."""
+    return x.double().sqrt().to(x.dtype)
+
+
+class ExactAdamW(torch.optim.AdamW):
+    """torch.optim.AdamW (decoupled weight decay, no amsgrad) on the CPU, with `exact_sqrt` in the
+    denominator: the same update as torch's single-tensor AdamW, operation for operation, except
+    that torch's `sqrt` rounds as the CPU's MKL does."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            if group["amsgrad"] or group["maximize"]:
+                raise ValueError("ExactAdamW: amsgrad and maximize are not supported")
+            beta1, beta2 = group["betas"]
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                grad, exp_avg, exp_avg_sq = p.grad, state["exp_avg"], state["exp_avg_sq"]
+                state["step"] += 1
+                if wd != 0:
+                    p.mul_(1 - lr * wd)
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step = state["step"].item()
+                step_size = lr / (1 - beta1**step)
+                denom = (exact_sqrt(exp_avg_sq) / (1 - beta2**step) ** 0.5).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+        return loss
+
+
+def rounded_table(angles: torch.Tensor, fn) -> torch.Tensor:
+    """fn (math's cos or sin on float64) of float32 `angles`, rounded to float32; an error where an
+    entry is too close to a float32 rounding boundary to round alike on every CPU."""
+    exact = fn(angles.double())
+    rounded = exact.float()
+    # the two float32 neighbours of the rounded value bound the boundaries around it
+    up = torch.nextafter(rounded, torch.full_like(rounded, float("inf"))).double()
+    down = torch.nextafter(rounded, torch.full_like(rounded, float("-inf"))).double()
+    r = rounded.double()
+    gap = torch.minimum((exact - (r + down) / 2).abs(), ((r + up) / 2 - exact).abs())
+    close = gap <= _MARGIN * exact.abs().clamp_min(2.0**-126)
+    if bool(close.any()):
+        raise RuntimeError(f"exact rotary table: {int(close.sum())} entries lie within {_MARGIN:.1e} of a float32 "
+                           "rounding boundary, where CPUs may round them differently")
+    return rounded
+
+
+class ExactRotary(nn.Module):
+    """HF's default rotary embedding (Qwen2RotaryEmbedding: cos and sin of `position * inv_freq`,
+    the frequencies repeated for both halves), read from a table made once for positions below
+    `max_len`."""
+
+    def __init__(self, rotary: nn.Module, max_len: int):
+        super().__init__()
+        if getattr(rotary, "rope_type", "default") != "default":
+            raise ValueError(f"exact rotary: only the default rope type, not {rotary.rope_type!r}")
+        freqs = torch.arange(max_len, dtype=torch.float)[:, None] * rotary.inv_freq.float()[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        scale = float(rotary.attention_scaling)
+        self.register_buffer("cos_table", rounded_table(emb, torch.cos) * scale, persistent=False)
+        self.register_buffer("sin_table", rounded_table(emb, torch.sin) * scale, persistent=False)
+
+    def forward(self, x, position_ids):
+        return self.cos_table[position_ids].to(x.dtype), self.sin_table[position_ids].to(x.dtype)
+
+
+def exact_rotary(model, max_len: int) -> None:
+    """Replace `model`'s rotary embedding (a Qwen2ForCausalLM) by `ExactRotary`, in place; the
+    weights and what save_pretrained writes are unchanged."""
+    model.model.rotary_emb = ExactRotary(model.model.rotary_emb, max_len)
