@@ -7,7 +7,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from circuitloc.models import toy
-from circuitloc.models.toy.exact import ExactAdamW, exact_sqrt
+from circuitloc.models.toy import exact
+from circuitloc.models.toy.exact import ExactAdamW, exact_sqrt, rounded_table
 from circuitloc.models.toy.training import Loop, _step, optimizer, prepare
 
 # the float ops torch sends to MKL's vector math (ATen's vml.h), whose last bit follows the CPU
@@ -76,6 +77,33 @@ def test_exact_rotary_equals_hf_rotary_to_an_ulp_and_positions_index_it():
         assert a.shape == b.shape
         torch.testing.assert_close(a, b, rtol=1.2e-7, atol=1.2e-7)
     assert torch.equal(ours(x, pos)[0][0, 3], ours(x, pos)[0][0, 0])
+
+
+def _mpmath_rounded(fn, angles):
+    """The exactly rounded float32 of fn at each float32 angle, by mpmath at 128 bits: independent of
+    torch and of the CPU."""
+    import mpmath
+
+    out = []
+    for a in angles.reshape(-1).tolist():
+        with mpmath.workprec(128):
+            v = getattr(mpmath, fn)(mpmath.mpf(a))
+        with mpmath.workprec(24):
+            out.append(float(+v))
+    return torch.tensor(out, dtype=torch.float32).view(angles.shape)
+
+
+@pytest.mark.parametrize("fn", ["cos", "sin"])
+def test_rounded_table_is_exactly_rounded_and_its_careful_path_agrees(fn, monkeypatch):
+    """A rotary table (d_head 16, 128 positions) equals mpmath's exactly rounded values entry for
+    entry; with every entry sent down the careful path (a margin wider than any gap) the table is
+    the same."""
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 16, 2, dtype=torch.float) / 16))
+    emb = torch.arange(128, dtype=torch.float)[:, None] * inv[None, :]
+    got = rounded_table(emb, fn)
+    assert torch.equal(got, _mpmath_rounded(fn, emb))
+    monkeypatch.setattr(exact, "_MARGIN", 1.0)
+    assert torch.equal(rounded_table(emb[:8], fn), got[:8])
 
 
 def test_a_toy_training_step_calls_no_vector_math():

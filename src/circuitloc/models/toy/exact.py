@@ -13,8 +13,8 @@ such ops). A toy's training takes none of them:
   exactly rounded float32 one, on every CPU.
 - `exact_rotary` gives the model a rotary embedding that reads cos and sin from a table made once
   in float64 and rounded to float32 (the angles are HF's, `position * inv_freq` in float32). A
-  float64 value within an ulp rounds to the same float32 unless it lies within about 1e-16 of a
-  rounding boundary; `rounded_table` refuses such a table rather than trust it.
+  float64 value within an ulp rounds to the same float32 unless it lies within about 1e-15 of a
+  rounding boundary; `rounded_table` computes those few entries with mpmath at 128 bits instead.
 """
 
 from __future__ import annotations
@@ -69,21 +69,28 @@ class ExactAdamW(torch.optim.AdamW):
         return loss
 
 
-def rounded_table(angles: torch.Tensor, fn) -> torch.Tensor:
-    """fn (math's cos or sin on float64) of float32 `angles`, rounded to float32; an error where an
-    entry is too close to a float32 rounding boundary to round alike on every CPU."""
-    exact = fn(angles.double())
+def rounded_table(angles: torch.Tensor, fn: str) -> torch.Tensor:
+    """`fn` ("cos" or "sin") of float32 `angles`, exactly rounded to float32 on every CPU: torch's
+    float64 result rounded, and where that lies within `_MARGIN` of a float32 rounding boundary
+    (where another CPU's float64 could round the other way), mpmath's at 128 bits instead."""
+    ang = angles.reshape(-1)
+    exact = getattr(torch, fn)(ang.double())
     rounded = exact.float()
     # the two float32 neighbours of the rounded value bound the boundaries around it
     up = torch.nextafter(rounded, torch.full_like(rounded, float("inf"))).double()
     down = torch.nextafter(rounded, torch.full_like(rounded, float("-inf"))).double()
     r = rounded.double()
     gap = torch.minimum((exact - (r + down) / 2).abs(), ((r + up) / 2 - exact).abs())
-    close = gap <= _MARGIN * exact.abs().clamp_min(2.0**-126)
-    if bool(close.any()):
-        raise RuntimeError(f"exact rotary table: {int(close.sum())} entries lie within {_MARGIN:.1e} of a float32 "
-                           "rounding boundary, where CPUs may round them differently")
-    return rounded
+    close = (gap <= _MARGIN * exact.abs().clamp_min(2.0**-126)).nonzero().view(-1).tolist()
+    if close:
+        import mpmath  # torch's own dependency (through sympy); pure Python, the same on every CPU
+
+        for i in close:
+            with mpmath.workprec(128):
+                v = getattr(mpmath, fn)(mpmath.mpf(float(ang[i])))
+            with mpmath.workprec(24):  # float32's 24-bit significand, rounded to nearest even
+                rounded[i] = float(+v)
+    return rounded.view(angles.shape)
 
 
 class ExactRotary(nn.Module):
@@ -98,8 +105,8 @@ class ExactRotary(nn.Module):
         freqs = torch.arange(max_len, dtype=torch.float)[:, None] * rotary.inv_freq.float()[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         scale = float(rotary.attention_scaling)
-        self.register_buffer("cos_table", rounded_table(emb, torch.cos) * scale, persistent=False)
-        self.register_buffer("sin_table", rounded_table(emb, torch.sin) * scale, persistent=False)
+        self.register_buffer("cos_table", rounded_table(emb, "cos") * scale, persistent=False)
+        self.register_buffer("sin_table", rounded_table(emb, "sin") * scale, persistent=False)
 
     def forward(self, x, position_ids):
         return self.cos_table[position_ids].to(x.dtype), self.sin_table[position_ids].to(x.dtype)
