@@ -14,10 +14,14 @@ such ops). A toy's training takes none of them:
 - `exact_rotary` gives the model a rotary embedding that reads cos and sin from a table made once
   in float64 and rounded to float32 (the angles are HF's, `position * inv_freq` in float32). A
   float64 value within an ulp rounds to the same float32 unless it lies within about 1e-15 of a
-  rounding boundary; `rounded_table` computes those few entries with mpmath at 128 bits instead.
+  rounding boundary; `rounded_table` computes those few entries in decimal arithmetic instead.
 """
 
 from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import torch
 from torch import nn
@@ -72,7 +76,7 @@ class ExactAdamW(torch.optim.AdamW):
 def rounded_table(angles: torch.Tensor, fn: str) -> torch.Tensor:
     """`fn` ("cos" or "sin") of float32 `angles`, exactly rounded to float32 on every CPU: torch's
     float64 result rounded, and where that lies within `_MARGIN` of a float32 rounding boundary
-    (where another CPU's float64 could round the other way), mpmath's at 128 bits instead."""
+    (where another CPU's float64 could round the other way), `_decimal_float32`'s instead."""
     ang = angles.reshape(-1)
     exact = getattr(torch, fn)(ang.double())
     rounded = exact.float()
@@ -82,15 +86,41 @@ def rounded_table(angles: torch.Tensor, fn: str) -> torch.Tensor:
     r = rounded.double()
     gap = torch.minimum((exact - (r + down) / 2).abs(), ((r + up) / 2 - exact).abs())
     close = (gap <= _MARGIN * exact.abs().clamp_min(2.0**-126)).nonzero().view(-1).tolist()
-    if close:
-        import mpmath  # torch's own dependency (through sympy); pure Python, the same on every CPU
-
-        for i in close:
-            with mpmath.workprec(128):
-                v = getattr(mpmath, fn)(mpmath.mpf(float(ang[i])))
-            with mpmath.workprec(24):  # float32's 24-bit significand, rounded to nearest even
-                rounded[i] = float(+v)
+    for i in close:
+        rounded[i] = _decimal_float32(fn, float(ang[i]))
     return rounded.view(angles.shape)
+
+
+def _decimal_float32(fn: str, x: float) -> float:
+    """cos or sin of `x` exactly rounded to float32, from Python's decimal arithmetic at 60 digits
+    (pure Python: the same on every CPU). The argument is reduced by 2 pi, then summed as a Taylor
+    series (the decimal module documentation's recipes), then rounded once to 24 bits."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        lasts, t, pi, n, na, d, da = 0, Decimal(3), Decimal(3), 1, 0, 0, 24
+        while pi != lasts:  # pi by the documentation's series
+            lasts, n, na, d, da = pi, n + na, na + 8, d + da, da + 32
+            t = t * n / d
+            pi += t
+        y = Decimal(x)  # exact: a float is a binary fraction
+        y -= (y / (2 * pi)).to_integral_value() * 2 * pi
+        i, total, term = (0, Decimal(1), Decimal(1)) if fn == "cos" else (1, y, y)
+        while True:
+            i += 2
+            term *= -y * y / (i * (i - 1))
+            if total + term == total:
+                break
+            total += term
+    q = Fraction(total)
+    if q == 0:
+        return 0.0
+    e = math.floor(math.log2(abs(q)))
+    while abs(q) >= Fraction(2) ** (e + 1):
+        e += 1
+    while abs(q) < Fraction(2) ** e:
+        e -= 1
+    scale = Fraction(2) ** (23 - e)  # a float32 significand's 24 bits, rounded half to even
+    return float(round(q * scale) / scale)
 
 
 class ExactRotary(nn.Module):
