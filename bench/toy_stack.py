@@ -9,8 +9,9 @@ body weights are stacked across toys, so every matrix product is one batched pro
 group; each toy keeps its own embedding (toys of different seeds have vocabularies of different
 sizes). Synthetic tokens, the sweep recipe's shapes (batch 64 rows of 37 tokens, about a third of the
 positions projected on the vocabulary, AdamW). Groups are timed in turn, `--rounds` times, in one
-process, without MKL's CPU-dependent vector math (circuitloc.models.toy.exact); every toy's weights are compared bit for bit with the same toy trained alone, in each
-group and in one group of the same toys in reverse order (tests/unit/test_benches.py checks it).
+process, without MKL's CPU-dependent vector math (circuitloc.models.toy.exact); every toy's weights
+are compared bit for bit with the same toy trained alone, in each group and in one group of the
+same toys in reverse order (tests/unit/test_benches.py checks it).
 This is the measurement behind the sweep's choice not to stack its toys (docs/sweep.md).
 """
 

@@ -15,7 +15,7 @@ QEMU computes an approximate instruction (rcpps, rsqrtps) exactly where real CPU
 own way, and real CPUs agree with each other and with QEMU on every exactly rounded instruction; so
 a kernel that uses approximate instructions shows here, and a trace that agrees used none that
 mattered. This is how MKL's vector math (torch's sqrt, cos, sin) was found to set the last bit by
-the CPU (circuitloc.models.toy.exact). Emulation is slow: about 3 minutes for 2 steps of toy_gqa.
+the CPU (circuitloc.models.toy.exact). Emulation is slow: about 5 minutes for 2 steps of toy_gqa.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def trace(spec: dict, steps: int, out: Path) -> None:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from circuitloc.models.toy.recipe import resolve_spec
-    from circuitloc.models.toy.training import Loop, _step, optimizer, prepare
+    from circuitloc.models.toy.training import fit, prepare
 
     def digest(x):
         if isinstance(x, torch.Tensor):
@@ -67,13 +67,9 @@ def trace(spec: dict, steps: int, out: Path) -> None:
     s = resolve_spec({**spec, "steps": steps, "log_every": 0, "eval_every": 0})
     with kernels.deterministic():
         run = prepare(s)
-        opt, sched = optimizer(run.model, run.s)
-        loop = Loop.of(run.s)
-        run.model.train()
         lines.append(f"init\t{digest(list(run.model.state_dict().values()))}\t-")
         with Trace():
-            for step in range(steps):
-                _step(run, opt, sched, loop, step)
+            fit(run, lambda m: None)  # the training job's own loop
         lines.append(f"weights\t{digest(list(run.model.state_dict().values()))}\t-")
     out.write_text("\n".join(lines) + "\n")
 
